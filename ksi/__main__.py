@@ -1,0 +1,3 @@
+from ksi.cli import main
+
+main()

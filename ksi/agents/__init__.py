@@ -1,0 +1,1 @@
+"""Agents: how each coding agent is invoked and how its output is read."""

@@ -1,0 +1,1 @@
+"""Environments: where agent processes run (local, sandbox, docker)."""

@@ -1,0 +1,75 @@
+"""Every exception KSI raises on purpose derives from :class:`KsiError`.
+
+Callers (the CLI above all) can then tell a user mistake, which deserves a
+one-line message and exit code 2, from a bug, which deserves a traceback.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ksi.models import Problem
+
+
+class KsiError(Exception):
+    """Base of every error KSI raises deliberately."""
+
+    #: Exit code the CLI uses when this error reaches it.
+    exit_code: int = 1
+
+
+class UserInputError(KsiError):
+    """The user gave KSI something it cannot use: a file, an option, a name.
+
+    Exit code 2, message on stderr, no traceback.
+    """
+
+    exit_code = 2
+
+
+class ProblemsError(UserInputError, ValueError):
+    """One or more located problems in a user's input, all reported together.
+
+    Also a ``ValueError`` because the original KSI loaders raised that and
+    callers catch it.
+    """
+
+    def __init__(self, problems: Sequence[Problem], *, header: str = "") -> None:
+        self.problems: list[Problem] = list(problems)
+        lines = [header] if header else []
+        lines.extend(str(p) for p in self.problems)
+        super().__init__("\n".join(lines))
+
+
+class TaskLoadError(ProblemsError):
+    """A tasks file (or task directory) is invalid; nothing from it was loaded."""
+
+
+class OptionsError(ProblemsError):
+    """Options given to a component (``--agent-option`` and friends) are invalid."""
+
+
+class UnknownComponentError(UserInputError, LookupError):
+    """No registered component has the requested name or alias."""
+
+
+class PluginError(KsiError):
+    """A plugin failed to import, register, or declared a hook that does not exist."""
+
+
+class DuplicateComponentError(PluginError):
+    """Two plugins registered the same name for the same kind of component."""
+
+
+class EvaluationError(KsiError):
+    """An evaluator could not grade an attempt for a reason outside the attempt."""
+
+
+class EnvironmentFailure(KsiError):
+    """An environment could not be prepared, started or cleaned up."""
+
+
+class RunError(UserInputError):
+    """A run cannot start or resume as asked (mismatched resume, bad run dir...)."""

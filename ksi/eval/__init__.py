@@ -1,0 +1,1 @@
+"""Evaluators: what turns a finished workspace into a score."""

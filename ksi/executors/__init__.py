@@ -1,0 +1,1 @@
+"""Executors: how attempts are scheduled."""

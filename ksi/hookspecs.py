@@ -1,0 +1,159 @@
+"""The complete list of KSI's extension points.
+
+A plugin is a module (or object) whose functions are decorated with
+:data:`hookimpl` and named after a hook below. Built-in components are
+registered through these same hooks by KSI's default plugins, so anything a
+built-in does, a third-party plugin can do too.
+
+Two families of hooks exist:
+
+* ``ksi_register_*``: called once, the first time KSI needs that kind of
+  component. Each receives a ``register`` callback; call it once per component
+  class you provide. KSI validates the component, records which plugin
+  registered it (shown by ``ksi plugins``) and reports a name clash naming
+  both plugins.
+* lifecycle observers (``ksi_run_started``, ``ksi_attempt_finished``,
+  ``ksi_run_finished``): called as a run progresses, for reporting and
+  streaming results elsewhere. Their return values are ignored; an exception
+  in an observer is logged in the run and never loses an attempt.
+
+Hook arguments are passed by name and a hook implementation may accept any
+subset of them, so a hook can gain arguments without breaking plugins.
+The component protocols each hook expects are in :mod:`ksi.interfaces`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import pluggy
+
+if TYPE_CHECKING:
+    import typer
+
+    from ksi.run.models import AttemptRecord, RunInfo, RunSummary
+
+PROJECT_NAME = "ksi"
+
+hookspec = pluggy.HookspecMarker(PROJECT_NAME)
+#: Decorate a function with this to implement a KSI hook.
+hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
+
+Register = Callable[[Any], None]
+
+
+@hookspec
+def ksi_register_task_sources(register: Register) -> None:
+    """Register task sources: where tasks come from and how they are checked.
+
+    Called once, the first time KSI looks up a task source (``--task-source``,
+    ``ksi tasks``, :func:`ksi.tasks.loaders.load_tasks_for_source`).
+
+    :param register: call ``register(SourceClass)`` for each source. The class
+        follows :class:`ksi.interfaces.TaskSource`: ``name``, ``aliases``,
+        ``description``, ``default_evaluator``, ``load(path)`` returning a list
+        of :class:`ksi.models.TaskSpec`, and ``validate(path)`` returning every
+        :class:`ksi.models.Problem` in the input.
+    :returns: nothing.
+    """
+
+
+@hookspec
+def ksi_register_evaluators(register: Register) -> None:
+    """Register evaluators: what turns a finished workspace into a score.
+
+    Called once, the first time KSI looks up an evaluator (``--evaluator``,
+    a task source's ``default_evaluator``, ``ksi grade``).
+
+    :param register: call ``register(EvaluatorClass)`` for each evaluator. The
+        class follows :class:`ksi.interfaces.Evaluator`; it is instantiated
+        with the user's evaluator options as keyword arguments, and its
+        ``grades_in`` says whether it grades a host copy of the captured
+        repo (``"host"``) or inside the attempt's environment
+        (``"environment"``).
+    :returns: nothing.
+    """
+
+
+@hookspec
+def ksi_register_agents(register: Register) -> None:
+    """Register agents: how to invoke a coding agent on a task.
+
+    Called once, the first time KSI looks up an agent (``--agent``,
+    ``ksi agents``).
+
+    :param register: call ``register(AgentClass)`` for each agent. The class
+        follows :class:`ksi.interfaces.Agent`; it is instantiated with the
+        ``--agent-option`` values as keyword arguments (unknown keys are
+        rejected before the run starts).
+    :returns: nothing.
+    """
+
+
+@hookspec
+def ksi_register_environments(register: Register) -> None:
+    """Register environments: where an agent process runs (local, sandbox, docker...).
+
+    Called once, the first time KSI looks up an environment
+    (``--environment``).
+
+    :param register: call ``register(EnvironmentClass)`` for each environment,
+        following :class:`ksi.interfaces.Environment`.
+    :returns: nothing.
+    """
+
+
+@hookspec
+def ksi_register_executors(register: Register) -> None:
+    """Register executors: how attempts are scheduled (one machine, a cluster).
+
+    Called once, the first time KSI looks up an executor (``--executor``).
+
+    :param register: call ``register(ExecutorClass)`` for each executor,
+        following :class:`ksi.interfaces.Executor`.
+    :returns: nothing.
+    """
+
+
+@hookspec
+def ksi_register_commands(cli: typer.Typer) -> None:
+    """Add commands to the ``ksi`` command line.
+
+    Called once when the CLI starts, after the built-in commands exist.
+
+    :param cli: the root :class:`typer.Typer`; add commands with
+        ``@cli.command()`` or groups with ``cli.add_typer(...)``.
+    :returns: nothing.
+    """
+
+
+@hookspec
+def ksi_run_started(run: RunInfo) -> None:
+    """A run is about to launch its first attempt (also called on resume).
+
+    :param run: the run's configuration, directory and the attempts planned.
+    :returns: ignored.
+    """
+
+
+@hookspec
+def ksi_attempt_finished(run: RunInfo, record: AttemptRecord) -> None:
+    """An attempt finished and its record is durably in the journal.
+
+    Called from the thread that ran the attempt, once per journal record.
+
+    :param run: the run it belongs to.
+    :param record: the attempt's record exactly as journalled.
+    :returns: ignored.
+    """
+
+
+@hookspec
+def ksi_run_finished(run: RunInfo, summary: RunSummary) -> None:
+    """A run ended: completed, stopped by the user, or stopped by ``--max-cost``.
+
+    :param run: the run.
+    :param summary: the summary derived from the journal.
+    :returns: ignored.
+    """

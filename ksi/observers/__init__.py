@@ -1,0 +1,1 @@
+"""Lifecycle observers shipped with KSI (report writers)."""

@@ -1,0 +1,1 @@
+"""The attempt lifecycle: seeding, running, capture, grading, journal, resume."""

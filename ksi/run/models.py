@@ -1,0 +1,125 @@
+"""What a run records: one :class:`AttemptRecord` per finished attempt, and the summary.
+
+Records are what the journal holds, line by line; the summary is always
+derived from records (never kept only in memory), so ``ksi report`` on a
+killed run shows exactly what a finished one would have.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+#: Attempt statuses. ``scored``: the evaluator gave a score. ``unscored``: the
+#: evaluator could not score it (eval timeout, missing workspace, no eval
+#: command...). ``agent_error``: the agent failed for a reason outside the task
+#: (auth, rate limit, crash before doing anything). ``error``: KSI itself failed
+#: on this attempt (environment could not start...).
+ATTEMPT_STATUSES = ("scored", "unscored", "agent_error", "error")
+
+
+@attrs.frozen
+class Timings:
+    seed: float = 0.0
+    agent: float = 0.0
+    capture: float = 0.0
+    eval: float = 0.0
+    total: float = 0.0
+
+
+@attrs.frozen
+class SkippedFile:
+    """A file capture did not copy, and why (nothing is dropped silently)."""
+
+    path: str
+    reason: str
+    size: int | None = None
+
+
+@attrs.frozen
+class AttemptRecord:
+    """One finished attempt, exactly as journalled."""
+
+    task_id: str
+    attempt: int
+    status: str
+    score: float | None
+    agent: str
+    evaluator: str
+    environment: str
+    #: 0 for the first try of this (task, attempt); n for the n-th retry.
+    try_number: int = 0
+    model: str | None = None
+    agent_status: str = ""
+    agent_exit_code: int | None = None
+    agent_timed_out: bool = False
+    eval: dict[str, Any] | None = None
+    timings: Timings = attrs.field(factory=Timings)
+    usage: dict[str, Any] = attrs.field(factory=dict)
+    final_message: str = ""
+    skipped_files: tuple[SkippedFile, ...] = ()
+    log_truncated: bool = False
+    error: str = ""
+    #: Relative to the run directory.
+    attempt_dir: str = ""
+    started_at: str = ""
+    finished_at: str = ""
+    retryable: bool = False
+
+
+@attrs.frozen
+class RunInfo:
+    """A run as observers see it."""
+
+    run_id: str
+    run_dir: Path
+    config: dict[str, Any]
+    task_ids: tuple[str, ...]
+    attempts_per_task: int
+
+
+@attrs.frozen
+class TaskSummary:
+    task_id: str
+    attempts: int
+    scored: int
+    unscored: int
+    errors: int
+    best_score: float | None
+    solved: bool
+    #: Attempts that reached the solved threshold.
+    successes: int
+    pass_at_k: float | None = None
+    cost_usd: float | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+@attrs.frozen
+class RunSummary:
+    """Totals and per-task figures, derived from journal records."""
+
+    run_id: str
+    run_dir: str
+    tasks: tuple[TaskSummary, ...]
+    records: tuple[AttemptRecord, ...]
+    n_tasks: int
+    n_attempts: int
+    solved_tasks: int
+    solve_rate: float
+    mean_best_score: float | None
+    unscored_attempts: int
+    error_attempts: int
+    pass_at_k: dict[str, float] = attrs.field(factory=dict)
+    solved_threshold: float = 1.0
+    wall_time_sec: float | None = None
+    run_complete: bool = False
+    stopped_reason: str = ""
+    total_cost_usd: float | None = None
+    cost_per_solved_task: float | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0

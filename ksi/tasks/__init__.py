@@ -1,0 +1,1 @@
+"""Task sources: where tasks come from (the built-in ``custom`` source lives here)."""
