@@ -96,6 +96,18 @@ class EnvironmentHandle(Protocol):
         """Run a process to completion (or timeout); kill everything it started."""
         ...
 
+    def copy_in(self, host_src: Path, env_dest: str) -> None:
+        """Copy a host file or directory to ``env_dest`` as the environment's processes see it.
+
+        Graders that run inside the environment use this to put tests in
+        place that the agent never saw.
+        """
+        ...
+
+    def copy_out(self, env_src: str, host_dest: Path) -> bool:
+        """Copy a path from the environment to the host; False when it does not exist."""
+        ...
+
     def stop(self) -> None:
         """Tear down; idempotent; leaves no process or container behind."""
         ...
@@ -199,6 +211,13 @@ class Agent(Protocol):
     #: Host variables passed through when set (base URLs, optional keys).
     optional_env: ClassVar[tuple[str, ...]]
 
+    def check_tasks(self, tasks: Sequence[TaskSpec]) -> list[str]:
+        """Problems that make this agent unable to attempt some tasks, before any run starts.
+
+        E.g. ``oracle`` on a task without a solution. Empty when all is well.
+        """
+        ...
+
     def setup(self, ctx: AgentContext) -> None:
         """Prepare the workspace on the host before the agent process starts."""
         ...
@@ -225,8 +244,18 @@ class Evaluator(Protocol):
     grades_in: ClassVar[Literal["host", "environment"]]
 
     def grade(
-        self, task: TaskSpec, workdir: Path, *, env: EnvironmentHandle | None = None
+        self,
+        task: TaskSpec,
+        workdir: Path,
+        *,
+        env: EnvironmentHandle | None = None,
+        log_dir: Path | None = None,
     ) -> EvalResult:
+        """Grade ``workdir``; write full eval output into ``log_dir`` when given.
+
+        Never raises for a problem with the attempt: an ungradeable attempt
+        is an :class:`EvalResult` with ``native_score=None`` and a status.
+        """
         ...
 
 
