@@ -2,24 +2,29 @@
 
 Components are attrs classes whose fields are their options, so one
 converter validates every component's options the same way: unknown keys are
-rejected with the list of valid ones, and values are converted to the field's
-type (``"true"``/``"no"`` to bool, ``"30"`` to int...).
+rejected with the list of valid ones, values are converted to the field's
+type (``"true"``/``"no"`` to bool, ``"30"`` to int, ``"a,b"`` to a tuple...),
+and every problem is reported at once, naming the option and what it expects.
 """
 
 from __future__ import annotations
 
+import types
+import typing
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 import attrs
 import cattrs
-from cattrs.errors import ClassValidationError, ForbiddenExtraKeysError
+from cattrs.errors import AttributeValidationNote, ClassValidationError, ForbiddenExtraKeysError
 
 from ksi.errors import OptionsError, UserInputError
 from ksi.models import Problem
 
 TRUE_WORDS = frozenset({"true", "yes", "1", "on"})
 FALSE_WORDS = frozenset({"false", "no", "0", "off"})
+NONE_WORDS = frozenset({"", "none", "null"})
+_SEQUENCES = (list, tuple, set, frozenset)
 
 
 def parse_bool(value: Any) -> bool:
@@ -31,11 +36,79 @@ def parse_bool(value: Any) -> bool:
         return True
     if word in FALSE_WORDS:
         return False
-    raise ValueError(f"expected true/false (or yes/no, 1/0), got {value!r}")
+    raise ValueError(f"expected true/false (or yes/no, on/off, 1/0), got {value!r}")
 
 
-_converter = cattrs.Converter(forbid_extra_keys=True)
-_converter.register_structure_hook(bool, lambda v, _t: parse_bool(v))
+def _parse_int(value: Any, _t: Any) -> int:
+    # int(2.7) would silently drop the fraction; a user who typed 2.7 meant something else.
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise ValueError(f"expected a whole number, got {value!r}")
+    try:
+        return int(str(value).strip())
+    except ValueError:
+        raise ValueError(f"expected a whole number, got {value!r}") from None
+
+
+def _parse_float(value: Any, _t: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise ValueError(f"expected a number, got {value!r}")
+    try:
+        return float(str(value).strip())
+    except ValueError:
+        raise ValueError(f"expected a number, got {value!r}") from None
+
+
+def _optional_member(t: Any) -> Any | None:
+    """``X`` for ``X | None`` (and ``Optional[X]``), else ``None``."""
+    if typing.get_origin(t) in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(t) if a is not type(None)]
+        if len(args) == 1 and len(typing.get_args(t)) == 2:
+            return args[0]
+    return None
+
+
+def _make_converter() -> cattrs.Converter:
+    conv = cattrs.Converter(forbid_extra_keys=True)
+    conv.register_structure_hook(bool, lambda v, _t: parse_bool(v))
+    conv.register_structure_hook(int, _parse_int)
+    conv.register_structure_hook(float, _parse_float)
+
+    # "a,b" -> ("a", "b"): cattrs alone would iterate the string's characters.
+    def is_homogeneous_sequence(t: Any) -> bool:
+        origin, args = typing.get_origin(t), typing.get_args(t)
+        if origin is tuple:
+            return len(args) == 2 and args[1] is Ellipsis
+        return origin in _SEQUENCES and len(args) == 1
+
+    def sequence_hook(t: Any) -> Any:
+        origin, item_type = typing.get_origin(t), typing.get_args(t)[0]
+
+        def structure(value: Any, _t: Any) -> Any:
+            if isinstance(value, str):
+                value = [part.strip() for part in value.split(",") if part.strip()]
+            return origin(conv.structure(item, item_type) for item in value)
+
+        return structure
+
+    conv.register_structure_hook_factory(is_homogeneous_sequence, sequence_hook)
+
+    # "none" -> None for optional options; anything else is the inner type.
+    def optional_hook(t: Any) -> Any:
+        inner = _optional_member(t)
+        base = conv.get_structure_hook(inner)
+
+        def structure(value: Any, _t: Any) -> Any:
+            if value is None or (isinstance(value, str) and value.strip().lower() in NONE_WORDS):
+                return None
+            return base(value, inner)
+
+        return structure
+
+    conv.register_structure_hook_factory(lambda t: _optional_member(t) is not None, optional_hook)
+    return conv
+
+
+_converter = _make_converter()
 
 
 def parse_key_values(pairs: Iterable[str], option: str) -> dict[str, str]:
@@ -56,44 +129,75 @@ def parse_key_values(pairs: Iterable[str], option: str) -> dict[str, str]:
 
 
 def option_names(cls: type) -> list[str]:
+    """The option keys ``cls`` accepts, in declaration order."""
     if attrs.has(cls):
-        return [f.alias or f.name for f in attrs.fields(cls) if f.init]
+        return [f.name for f in attrs.fields(cls) if f.init]
     return []
 
 
-def create_component(
-    cls: Any, options: Mapping[str, Any], *, kind: str, option_flag: str
-) -> Any:
-    """Instantiate a registered component class with user options, or explain what is wrong."""
+def _type_name(t: Any) -> str:
+    if isinstance(t, type):
+        return t.__name__
+    return str(t).replace("typing.", "")
+
+
+def create_component(cls: Any, options: Mapping[str, Any], *, kind: str, option_flag: str) -> Any:
+    """Instantiate a registered component class with user options, or explain what is wrong.
+
+    :raises OptionsError: every unknown, missing or unconvertible option, one
+        :class:`ksi.models.Problem` each, located at ``option_flag``.
+    """
+    label = f"{kind} {getattr(cls, 'name', getattr(cls, '__name__', cls))!r}"
     if not isinstance(cls, type):
         if options:
-            raise UserInputError(f"{kind} {getattr(cls, 'name', cls)!r} takes no options")
+            raise UserInputError(f"{option_flag}: {label} takes no options")
         return cls
     if not attrs.has(cls):
         try:
             return cls(**options)
         except TypeError as exc:
-            raise UserInputError(f"{option_flag}: {kind} {cls.name!r}: {exc}") from exc
+            raise UserInputError(f"{option_flag}: {label}: {exc}") from exc
     valid = option_names(cls)
-    label = f"{kind} {getattr(cls, 'name', cls.__name__)!r}"
     try:
         return _converter.structure(dict(options), cls)
     except ClassValidationError as exc:
-        problems = []
-        for sub in exc.exceptions:
-            if isinstance(sub, ForbiddenExtraKeysError):
-                for key in sorted(sub.extra_fields):
-                    problems.append(
-                        Problem(
-                            option_flag,
-                            f"{label} has no option {key!r}; valid options: "
-                            f"{', '.join(valid) if valid else '(none)'}",
-                        )
-                    )
-            else:
-                note = getattr(sub, "__notes__", [""])
-                field = note[0] if note else ""
-                problems.append(Problem(option_flag, f"{label}: {field}: {sub}".strip()))
-        raise OptionsError(problems) from exc
+        raise OptionsError(_problems(exc, label, option_flag, valid)) from exc
     except (ValueError, TypeError) as exc:
+        # Raised by the class itself (attrs validators, __attrs_post_init__).
         raise OptionsError([Problem(option_flag, f"{label}: {exc}")]) from exc
+
+
+def _problems(
+    exc: ClassValidationError, label: str, option_flag: str, valid: list[str]
+) -> list[Problem]:
+    problems = []
+    # Unknown keys first: a misspelled option explains the errors that follow.
+    subs = sorted(exc.exceptions, key=lambda e: not isinstance(e, ForbiddenExtraKeysError))
+    for sub in subs:
+        if isinstance(sub, ForbiddenExtraKeysError):
+            for key in sorted(sub.extra_fields):
+                problems.append(
+                    Problem(
+                        option_flag,
+                        f"{label} has no option {key!r}; valid options: "
+                        f"{', '.join(valid) if valid else '(none)'}",
+                    )
+                )
+            continue
+        note = next(
+            (n for n in getattr(sub, "__notes__", []) if isinstance(n, AttributeValidationNote)),
+            None,
+        )
+        if note is None:
+            problems.append(Problem(option_flag, f"{label}: {sub}"))
+        elif isinstance(sub, KeyError):
+            problems.append(
+                Problem(
+                    option_flag,
+                    f"{label} needs option {note.name!r} ({_type_name(note.type)}); "
+                    f"give it as {option_flag} {note.name}=VALUE",
+                )
+            )
+        else:
+            problems.append(Problem(option_flag, f"{label}: option {note.name!r}: {sub}"))
+    return problems

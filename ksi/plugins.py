@@ -9,24 +9,28 @@ defines is a real hook. Environment variables:
 * ``KSI_LOAD_PLUGINS=a,b``: load only these distributions (empty: none);
 * ``KSI_DISABLE_PLUGINS=a,b``: skip these distributions or entry-point names;
 * ``KSI_STRICT_PLUGINS=1``: any plugin failure is fatal.
+
+Components are collected per kind the first time that kind is looked up
+(:func:`registry`), so a broken evaluator plugin never stops ``ksi tasks``.
 """
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import importlib.metadata as md
+import inspect
 import os
 import re
 import threading
 from collections.abc import Callable
-from types import ModuleType
 from typing import Any
 
 import attrs
 import pluggy
 
 from ksi import hookspecs
-from ksi.errors import PluginError
+from ksi.errors import DuplicateComponentError, PluginError
 from ksi.registry import Registry
 
 #: Built-in plugins, registered exactly like third-party ones.
@@ -34,8 +38,17 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "ksi.tasks.custom",
     "ksi.eval.command",
     "ksi.agents.builtin",
+    "ksi.agents.claude_code",
+    "ksi.agents.codex",
+    "ksi.agents.aider",
+    "ksi.agents.gemini_cli",
+    "ksi.agents.opencode",
+    "ksi.agents.mini_swe_agent",
     "ksi.environments.local",
+    "ksi.environments.sandbox",
+    "ksi.environments.docker",
     "ksi.executors.local",
+    "ksi.observers.report",
 )
 
 #: Registry kinds and the hook that fills each.
@@ -48,11 +61,13 @@ KINDS: dict[str, str] = {
 }
 
 ENTRY_POINT_GROUP = "ksi"
+IN_PROCESS = "(in-process)"
+HOOK_PREFIX = "ksi_"
 
 
 @attrs.frozen
 class LoadError:
-    """A plugin that KSI skipped, and why."""
+    """A plugin (or one of its components) that KSI skipped, and why."""
 
     plugin: str
     distribution: str
@@ -61,24 +76,26 @@ class LoadError:
     error: str
 
     def __str__(self) -> str:
-        return (
-            f"plugin {self.plugin!r} from {self.distribution} {self.version} "
-            f"failed to {self.stage}: {self.error}"
-        )
+        origin = self.distribution + (f" {self.version}" if self.version else "")
+        return f"plugin {self.plugin!r} from {origin} failed to {self.stage}: {self.error}"
 
 
 @attrs.define
 class PluginInfo:
+    """What ``ksi plugins`` shows about one loaded plugin."""
+
     name: str
     distribution: str
     version: str
     builtin: bool
     hooks: list[str] = attrs.field(factory=list)
+    #: kind -> names of the components this plugin registered.
     components: dict[str, list[str]] = attrs.field(factory=dict)
 
 
 def _norm(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
+    """PEP 503 normalisation, so ``KSI_LOAD_PLUGINS=My_Plugin`` matches ``my-plugin``."""
+    return re.sub(r"[-_.]+", "-", name.strip()).lower()
 
 
 def _env_list(var: str) -> set[str] | None:
@@ -89,71 +106,198 @@ def _env_list(var: str) -> set[str] | None:
 
 
 def _strict() -> bool:
-    return os.environ.get("KSI_STRICT_PLUGINS", "").strip().lower() in {"1", "true", "yes"}
+    return os.environ.get("KSI_STRICT_PLUGINS", "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+class _KsiPluginManager(pluggy.PluginManager):
+    """Treats every ``ksi_*`` function as a hook implementation, decorated or not.
+
+    pluggy ignores undecorated functions, so a plugin author who forgot
+    ``@hookimpl`` *and* misspelled the name would see nothing happen. Like
+    pytest with ``pytest_*``, the prefix is reserved: such a function is
+    either a real hook or an error at load time.
+    """
+
+    def parse_hookimpl_opts(self, plugin: Any, name: str) -> pluggy.HookimplOpts | None:
+        opts = super().parse_hookimpl_opts(plugin, name)
+        if (
+            opts is None
+            and name.startswith(HOOK_PREFIX)
+            and inspect.isroutine(getattr(plugin, name, None))
+        ):
+            return pluggy.HookimplOpts(
+                wrapper=False,
+                hookwrapper=False,
+                optionalhook=False,
+                tryfirst=False,
+                trylast=False,
+                specname=None,
+            )
+        return opts
+
+
+def _call_impl(impl: Any, **kwargs: Any) -> Any:
+    """Call one hook implementation with the subset of arguments it declares."""
+    return impl.function(**{k: v for k, v in kwargs.items() if k in impl.argnames})
+
+
+def _is_wrapper(impl: Any) -> bool:
+    return bool(impl.hookwrapper or impl.wrapper)
 
 
 class PluginState:
     """The loaded plugin manager, what each plugin is, and what went wrong."""
 
     def __init__(self) -> None:
-        self.pm = pluggy.PluginManager(hookspecs.PROJECT_NAME)
+        self.pm = _KsiPluginManager(hookspecs.PROJECT_NAME)
         self.pm.add_hookspecs(hookspecs)
         self.infos: dict[str, PluginInfo] = {}
-        self.errors: list[LoadError] = []
+        #: Failures while importing or registering plugins.
+        self.load_errors: list[LoadError] = []
+        #: Failures while collecting one kind of component (rebuilt with it).
+        self._late_errors: dict[str, list[LoadError]] = {}
         self._registries: dict[str, Registry] = {}
         self._lock = threading.RLock()
 
+    @property
+    def errors(self) -> list[LoadError]:
+        """Every failure so far, loading first, then per kind in lookup order."""
+        late = [e for errs in self._late_errors.values() for e in errs]
+        return [*self.load_errors, *late]
+
     # -- loading -----------------------------------------------------------
     def load(self) -> None:
+        """Register the default plugins, then the entry points the environment allows."""
         for module_name in DEFAULT_PLUGINS:
             module = importlib.import_module(module_name)
             self.pm.register(module, name=module_name)
+            self._check_hook_names(module_name)
             self.infos[module_name] = PluginInfo(
-                module_name, "ksi", _ksi_version(), builtin=True
+                module_name, "ksi", _ksi_version(), builtin=True, hooks=self._hooks_of(module_name)
             )
-        self.pm.check_pending()
         self._load_entry_points()
 
     def _load_entry_points(self) -> None:
         only = _env_list("KSI_LOAD_PLUGINS")
         blocked = _env_list("KSI_DISABLE_PLUGINS") or set()
+        seen: set[str] = set()
         for ep in md.entry_points(group=ENTRY_POINT_GROUP):
-            dist = ep.dist.name if ep.dist is not None else "?"
-            version = ep.dist.version if ep.dist is not None else "?"
-            if only is not None and _norm(dist) not in only and _norm(ep.name) not in only:
+            dist = ep.dist.name if ep.dist is not None else "(unknown distribution)"
+            version = ep.dist.version if ep.dist is not None else ""
+            names = {_norm(dist), _norm(ep.name)}
+            seen |= names
+            if only is not None and not names & only:
                 continue
-            if _norm(dist) in blocked or _norm(ep.name) in blocked:
+            if names & blocked:
                 continue
-            if self.pm.get_plugin(ep.name) is not None or ep.name in self.infos:
-                continue  # the same distribution seen twice on sys.path
-            try:
-                obj = ep.load()
-            except Exception as exc:
-                self._fail(ep.name, dist, version, "import", exc)
-                continue
-            try:
-                self.pm.register(obj, name=ep.name)
-                self.pm.check_pending()
-            except Exception as exc:
-                if self.pm.get_plugin(ep.name) is not None:
-                    self.pm.unregister(name=ep.name)
-                self._fail(ep.name, dist, version, "register hooks", exc)
-                continue
-            self.infos[ep.name] = PluginInfo(ep.name, dist, version, builtin=False)
-        for name, info in self.infos.items():
-            plugin = self.pm.get_plugin(name)
-            info.hooks = sorted(
-                hc.name for hc in self.pm.get_hookcallers(plugin) or []
-            ) if plugin is not None else []
+            self._load_entry_point(ep, dist, version)
+        for missing in sorted((only or set()) - seen):
+            self._fail(
+                missing,
+                "KSI_LOAD_PLUGINS",
+                "",
+                "load",
+                f"no installed distribution has a {ENTRY_POINT_GROUP!r} entry point called "
+                f"{missing!r}; installed: {', '.join(sorted(seen)) or '(none)'}",
+            )
 
-    def _fail(self, plugin: str, dist: str, version: str, stage: str, exc: BaseException) -> None:
-        err = LoadError(plugin, dist, version, stage, f"{type(exc).__name__}: {exc}")
+    def _load_entry_point(self, ep: md.EntryPoint, dist: str, version: str) -> None:
+        owner = self.infos.get(ep.name)
+        if owner is not None:
+            if owner.distribution == dist:
+                return  # the same distribution found twice on sys.path
+            self._fail(
+                ep.name,
+                dist,
+                version,
+                "register",
+                f"the plugin name {ep.name!r} is already used by {owner.distribution} "
+                f"{owner.version}; rename the entry point in one of them",
+            )
+            return
+        try:
+            obj = ep.load()
+        except BaseException as exc:  # SystemExit in a plugin must not end KSI
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+            self._fail(ep.name, dist, version, "import", exc)
+            return
+        try:
+            self.pm.register(obj, name=ep.name)
+            self._check_hook_names(ep.name)
+        except Exception as exc:
+            if self.pm.has_plugin(ep.name):
+                self.pm.unregister(name=ep.name)
+            self._fail(ep.name, dist, version, "register hooks", exc)
+            return
+        self.infos[ep.name] = PluginInfo(
+            ep.name, dist, version, builtin=False, hooks=self._hooks_of(ep.name)
+        )
+
+    def _hooks_of(self, plugin_name: str) -> list[str]:
+        plugin = self.pm.get_plugin(plugin_name)
+        callers = self.pm.get_hookcallers(plugin) if plugin is not None else None
+        return sorted(hc.name for hc in callers or [])
+
+    def _check_hook_names(self, plugin_name: str) -> None:
+        """Raise :class:`PluginError` for a ``ksi_*`` function that is not a hook."""
+        plugin = self.pm.get_plugin(plugin_name)
+        known = sorted(n for n, hc in vars(self.pm.hook).items() if hc.spec is not None)
+        bad = []
+        for hc in self.pm.get_hookcallers(plugin) or []:
+            if hc.spec is None:
+                close = difflib.get_close_matches(hc.name, known, n=1, cutoff=0.6)
+                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                bad.append(f"{hc.name!r}{hint}")
+        if bad:
+            raise PluginError(
+                f"defines {', '.join(bad)}, which KSI has no hook for; "
+                f"hooks are listed in ksi.hookspecs"
+            )
+        self.pm.check_pending()
+
+    def describe(self, plugin_name: str) -> str:
+        """``'name' (dist version)`` for messages that must say where a plugin came from."""
+        info = self.infos.get(plugin_name)
+        if info is None:
+            return repr(plugin_name)
+        if info.builtin:
+            return f"{plugin_name!r} (built into ksi)"
+        return f"{plugin_name!r} ({info.distribution} {info.version})".replace(" )", ")")
+
+    def _fail(
+        self,
+        plugin: str,
+        dist: str,
+        version: str,
+        stage: str,
+        exc: BaseException | str,
+        *,
+        late: str | None = None,
+    ) -> None:
+        message = exc if isinstance(exc, str) else f"{type(exc).__name__}: {exc}"
+        err = LoadError(plugin, dist, version, stage, message)
         if _strict():
-            raise PluginError(f"{err} (KSI_STRICT_PLUGINS=1 makes this fatal)") from exc
-        self.errors.append(err)
+            cause = exc if isinstance(exc, BaseException) else None
+            raise PluginError(f"{err} (KSI_STRICT_PLUGINS=1 makes this fatal)") from cause
+        if late is None:
+            self.load_errors.append(err)
+        else:
+            self._late_errors.setdefault(late, []).append(err)
+
+    def _fail_plugin(self, plugin: str, stage: str, exc: BaseException, late: str) -> None:
+        """Record (or, strict, raise) a loaded plugin's failure; a built-in's is a bug."""
+        info = self.infos.get(plugin)
+        if info is not None and info.builtin and not isinstance(exc, DuplicateComponentError):
+            raise exc  # a broken built-in is a bug in KSI: keep the traceback
+        dist = info.distribution if info else "(registered directly)"
+        self._fail(plugin, dist, info.version if info else "", stage, exc, late=late)
 
     # -- registries --------------------------------------------------------
     def registry(self, kind: str) -> Registry:
+        """The components of ``kind`` (a key of :data:`KINDS`), collected on first call."""
+        if kind not in KINDS:
+            raise ValueError(f"unknown component kind {kind!r}; expected one of {list(KINDS)}")
         with self._lock:
             reg = self._registries.get(kind)
             if reg is None:
@@ -162,48 +306,106 @@ class PluginState:
             return reg
 
     def _build_registry(self, kind: str) -> Registry:
-        hook_name = KINDS[kind]
-        reg = Registry(kind)
-        for known in self.infos.values():
-            known.components.pop(kind, None)
-        caller = getattr(self.pm.hook, hook_name)
-        # Built-ins first so that a clash is blamed on the newcomer.
+        reg = Registry(kind, describe=self.describe)
+        self._late_errors[kind] = []
+        for info in self.infos.values():
+            info.components.pop(kind, None)
+        caller = getattr(self.pm.hook, KINDS[kind])
+        # Built-ins first, then in registration order, so a clash is blamed on the newcomer.
         impls = sorted(
-            caller.get_hookimpls(),
-            key=lambda i: not self.infos.get(i.plugin_name, PluginInfo("", "", "", False)).builtin,
+            (i for i in caller.get_hookimpls() if not _is_wrapper(i)),
+            key=lambda i: not self._is_builtin(i.plugin_name),
         )
+        stage = f"register {kind}s"
         for impl in impls:
             plugin = impl.plugin_name
-            info = self.infos.get(plugin)
-
-            def register(obj: Any, _plugin: str = plugin) -> None:
-                r = reg.add(obj, _plugin)
-                if info is not None:
-                    info.components.setdefault(kind, []).append(r.name)
-
+            staged: list[Any] = []
             try:
-                impl.function(register=register)
+                _call_impl(impl, register=staged.append)
             except Exception as exc:
-                if info is None or info.builtin:
-                    raise
-                self._fail(plugin, info.distribution, info.version, f"register {kind}s", exc)
+                # Nothing from a plugin whose hook raised is used: it is skipped whole.
+                self._fail_plugin(plugin, stage, exc, late=kind)
+                continue
+            for obj in staged:
+                try:
+                    added = reg.add(obj, plugin)
+                except PluginError as exc:  # a clash, or not a valid component
+                    self._fail_plugin(plugin, stage, exc, late=kind)
+                    continue
+                owner = self.infos.get(plugin)
+                if owner is not None:
+                    owner.components.setdefault(kind, []).append(added.name)
         return reg
 
+    def _is_builtin(self, plugin_name: str) -> bool:
+        info = self.infos.get(plugin_name)
+        return info is not None and info.builtin
+
+    def build_all(self) -> None:
+        """Collect every kind of component now, so listings show them and all errors."""
+        for kind in KINDS:
+            self.registry(kind)
+
+    # -- other hooks -------------------------------------------------------
     def call_observers(self, hook_name: str, **kwargs: Any) -> list[str]:
         """Call a lifecycle hook on every plugin; return the errors instead of raising."""
         problems = []
         caller = getattr(self.pm.hook, hook_name)
         for impl in reversed(caller.get_hookimpls()):
-            argnames = impl.argnames
+            if _is_wrapper(impl):
+                continue
             try:
-                impl.function(**{k: v for k, v in kwargs.items() if k in argnames})
+                _call_impl(impl, **kwargs)
             except Exception as exc:
-                problems.append(f"{hook_name} in plugin {impl.plugin_name!r}: "
-                                f"{type(exc).__name__}: {exc}")
+                problems.append(
+                    f"{hook_name} in plugin {self.describe(impl.plugin_name)}: "
+                    f"{type(exc).__name__}: {exc}"
+                )
         return problems
 
     def register_commands(self, cli: Any) -> None:
-        self.pm.hook.ksi_register_commands(cli=cli)
+        """Let every plugin add CLI commands; a plugin that raises is reported and skipped."""
+        self._late_errors["command"] = []
+        caller = self.pm.hook.ksi_register_commands
+        for impl in reversed(caller.get_hookimpls()):
+            if _is_wrapper(impl):
+                continue
+            try:
+                _call_impl(impl, cli=cli)
+            except Exception as exc:
+                self._fail_plugin(impl.plugin_name, "register commands", exc, late="command")
+
+    # -- in-process plugins ------------------------------------------------
+    def register_plugin(self, obj: object, name: str | None = None) -> Callable[[], None]:
+        """See :func:`register_plugin`."""
+        plugin_name = name or getattr(obj, "__name__", None) or f"{type(obj).__name__}@{id(obj)}"
+        with self._lock:
+            if self.pm.has_plugin(plugin_name):
+                raise PluginError(f"a plugin called {plugin_name!r} is already registered")
+            try:
+                self.pm.register(obj, name=plugin_name)
+                self._check_hook_names(plugin_name)
+            except Exception as exc:
+                if self.pm.has_plugin(plugin_name):
+                    self.pm.unregister(name=plugin_name)
+                if isinstance(exc, PluginError):
+                    raise PluginError(f"plugin {plugin_name!r} {exc}") from exc
+                raise PluginError(f"plugin {plugin_name!r}: {exc}") from exc
+            self.infos[plugin_name] = PluginInfo(
+                plugin_name, IN_PROCESS, "", builtin=False, hooks=self._hooks_of(plugin_name)
+            )
+            self._registries.clear()
+
+        def unregister() -> None:
+            with self._lock:
+                if self.pm.has_plugin(plugin_name):
+                    self.pm.unregister(name=plugin_name)
+                self.infos.pop(plugin_name, None)
+                self._registries.clear()
+                for errs in self._late_errors.values():
+                    errs[:] = [e for e in errs if e.plugin != plugin_name]
+
+        return unregister
 
 
 def _ksi_version() -> str:
@@ -235,24 +437,15 @@ def reset_plugins() -> None:
 
 
 def registry(kind: str) -> Registry:
+    """The components of one kind (``"task source"``, ``"evaluator"``...)."""
     return get_plugins().registry(kind)
 
 
-def register_plugin(obj: ModuleType | object, name: str | None = None) -> Callable[[], None]:
-    """Register an in-process plugin (tests, notebooks); returns a function that removes it."""
-    state = get_plugins()
-    plugin_name = name or getattr(obj, "__name__", None) or repr(obj)
-    state.pm.register(obj, name=plugin_name)
-    state.pm.check_pending()
-    state.infos[plugin_name] = PluginInfo(plugin_name, "(in-process)", "", builtin=False)
-    state.infos[plugin_name].hooks = sorted(
-        hc.name for hc in state.pm.get_hookcallers(obj) or []
-    )
-    state._registries.clear()
+def register_plugin(obj: object, name: str | None = None) -> Callable[[], None]:
+    """Register an in-process plugin (tests, notebooks); returns a function that removes it.
 
-    def unregister() -> None:
-        state.pm.unregister(obj)
-        state.infos.pop(plugin_name, None)
-        state._registries.clear()
-
-    return unregister
+    ``obj`` is a module, class or instance with ``ksi_*`` hook functions.
+    Unlike an entry point, a broken in-process plugin raises
+    :class:`ksi.errors.PluginError` right away: its author is the caller.
+    """
+    return get_plugins().register_plugin(obj, name)

@@ -62,8 +62,8 @@ def build_app() -> typer.Typer:
         from ksi.plugins import get_plugins
 
         get_plugins().register_commands(app)
-    except KsiError as exc:
-        typer.echo(f"error: {exc}", err=True)
+    except KsiError:
+        pass  # the command that needs plugins reports the error (exit code 2)
     return app
 
 

@@ -1,7 +1,119 @@
-"""Placeholder: being written."""
+"""``ksi plugins``: what is installed, what each plugin provides, and what failed to load.
 
+A group rather than a single command so subcommands (``ksi plugins new``)
+can sit under it; with no subcommand it lists.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import attrs
 import typer
+
+from ksi.cli.common import echo_json, handle_errors, is_tty
+from ksi.plugins import KINDS, PluginInfo, PluginState, get_plugins
+
+plugins_app = typer.Typer(
+    name="plugins",
+    help="List installed plugins, what they provide and any that failed to load.",
+    invoke_without_command=True,
+    no_args_is_help=False,
+)
 
 
 def register(app: typer.Typer) -> None:
-    """Add this module's commands to ``app``."""
+    """Add ``ksi plugins`` to ``app``."""
+    app.add_typer(plugins_app, name="plugins")
+
+
+@plugins_app.callback(invoke_without_command=True)
+@handle_errors
+def plugins(
+    ctx: typer.Context,
+    all_: Annotated[bool, typer.Option("--all", help="Include KSI's built-in plugins.")] = False,
+    json_: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """List plugins: distribution, version, hooks, components registered, load errors.
+
+    Load errors are always shown (on stderr, or under "errors" with --json);
+    set KSI_STRICT_PLUGINS=1 to make them fatal.
+    """
+    if ctx.invoked_subcommand is not None:
+        return
+    state = get_plugins()
+    state.build_all()
+    infos = [i for i in state.infos.values() if all_ or not i.builtin]
+    infos.sort(key=lambda i: (not i.builtin, i.name.lower()))
+    if json_:
+        echo_json(
+            {
+                "plugins": [_info_json(i) for i in infos],
+                "errors": [attrs.asdict(e) for e in state.errors],
+            }
+        )
+        return
+    if not infos:
+        hint = "" if all_ else " (--all includes KSI's built-in plugins)"
+        typer.echo(f"No plugins installed{hint}.")
+    elif is_tty():
+        _print_table(infos)
+    else:
+        for info in infos:
+            typer.echo(_plain_line(info))
+    _print_errors(state)
+
+
+def _info_json(info: PluginInfo) -> dict[str, Any]:
+    return {
+        "name": info.name,
+        "distribution": info.distribution,
+        "version": info.version,
+        "builtin": info.builtin,
+        "hooks": list(info.hooks),
+        "components": {kind: list(names) for kind, names in info.components.items()},
+    }
+
+
+def _origin(info: PluginInfo) -> str:
+    return f"{info.distribution} {info.version}".strip()
+
+
+def _components_text(info: PluginInfo) -> str:
+    parts = [
+        f"{kind}s: {', '.join(info.components[kind])}"
+        for kind in KINDS
+        if info.components.get(kind)
+    ]
+    return "; ".join(parts) or "-"
+
+
+def _plain_line(info: PluginInfo) -> str:
+    hooks = ", ".join(info.hooks) or "-"
+    return f"{info.name} ({_origin(info)}): hooks: {hooks}; registers: {_components_text(info)}"
+
+
+def _print_table(infos: list[PluginInfo]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table("plugin", "distribution", "hooks", "registers")
+    for info in infos:
+        table.add_row(
+            info.name,
+            _origin(info),
+            "\n".join(info.hooks) or "-",
+            _components_text(info).replace("; ", "\n"),
+        )
+    Console().print(table)
+
+
+def _print_errors(state: PluginState) -> None:
+    for err in state.errors:
+        typer.echo(f"error: {err}", err=True)
+    if state.errors:
+        typer.echo(
+            "error: these plugins were skipped; fix or disable them "
+            "(KSI_DISABLE_PLUGINS=name), or see docs/plugins.md#troubleshooting",
+            err=True,
+        )

@@ -1,0 +1,55 @@
+"""pytest fixtures for testing KSI plugins, shipped with KSI.
+
+Enabled automatically through KSI's ``pytest11`` entry point; in a project
+that predates it, add ``pytest_plugins = ["ksi.testing"]`` to a test module or
+the top-level ``conftest.py``.
+
+* ``ksi_fresh_plugins``: plugin state loaded anew for the test (and thrown
+  away after it), with ``KSI_LOAD_PLUGINS``, ``KSI_DISABLE_PLUGINS`` and
+  ``KSI_STRICT_PLUGINS`` unset.
+* ``ksi_plugin``: a function ``register(obj, name=None)`` that registers an
+  in-process plugin (a module, class or object with ``ksi_*`` hook functions)
+  for the duration of the test and returns ``obj``::
+
+      def test_my_source(ksi_plugin, tmp_path):
+          ksi_plugin(my_plugin_module)
+          source = ksi.plugins.registry("task source").get("my-source").obj()
+          ...
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+
+import pytest
+
+from ksi.plugins import register_plugin, reset_plugins
+
+T = TypeVar("T")
+
+PLUGIN_ENV_VARS = ("KSI_LOAD_PLUGINS", "KSI_DISABLE_PLUGINS", "KSI_STRICT_PLUGINS")
+
+
+@pytest.fixture
+def ksi_fresh_plugins(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Plugins are loaded anew on first use in this test, and forgotten after it."""
+    for var in PLUGIN_ENV_VARS:
+        monkeypatch.delenv(var, raising=False)
+    reset_plugins()
+    yield
+    reset_plugins()
+
+
+@pytest.fixture
+def ksi_plugin() -> Iterator[Callable[..., Any]]:
+    """``register(obj, name=None) -> obj``: a plugin that exists for this test only."""
+    undo: list[Callable[[], None]] = []
+
+    def register(obj: T, name: str | None = None) -> T:
+        undo.append(register_plugin(obj, name))
+        return obj
+
+    yield register
+    for unregister in reversed(undo):
+        unregister()

@@ -1,0 +1,721 @@
+"""Plugin loading with real (tiny) distributions on disk, and the ``ksi plugins`` command.
+
+Each fake distribution is a module from ``tests/fixtures/plugins`` next to a
+``*.dist-info`` directory with METADATA and entry_points.txt, on ``sys.path``
+(or PYTHONPATH for a subprocess), so ``importlib.metadata`` finds its entry
+point exactly as it would an installed package's.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, ClassVar
+
+import attrs
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from ksi import hookimpl
+from ksi.cli import plugins_cmd
+from ksi.errors import DuplicateComponentError, PluginError, UnknownComponentError
+from ksi.models import EvalResult, TaskSpec
+from ksi.options import create_component
+from ksi.plugins import get_plugins, register_plugin, registry
+
+pytest_plugins = ["ksi.testing"]
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "plugins"
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
+
+
+class Site:
+    """A directory on ``sys.path`` holding fake installed distributions."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def add(
+        self,
+        dist: str,
+        module: str,
+        *,
+        version: str = "1.0",
+        ep_name: str | None = None,
+        group: str = "ksi",
+    ) -> None:
+        src = FIXTURES / f"{module}.py"
+        if src.exists():
+            shutil.copy(src, self.root / f"{module}.py")
+        info = self.root / f"{dist.replace('-', '_')}-{version}.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text(
+            f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n", encoding="utf-8"
+        )
+        (info / "entry_points.txt").write_text(
+            f"[{group}]\n{ep_name or module} = {module}\n", encoding="utf-8"
+        )
+        importlib.invalidate_caches()
+
+    def env(self, **extra: str) -> dict[str, str]:
+        """os.environ for a subprocess that sees this site, without KSI_* plugin settings."""
+        env = {k: v for k, v in os.environ.items() if not k.startswith("KSI_")}
+        env["PYTHONPATH"] = str(self.root)
+        env.update(extra)
+        return env
+
+
+@pytest.fixture
+def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Site]:
+    root = tmp_path / "site"
+    root.mkdir()
+    monkeypatch.syspath_prepend(str(root))
+    yield Site(root)
+    for name in [m for m in sys.modules if m.startswith(("ksi_fake_", "ksi_qa"))]:
+        del sys.modules[name]
+    importlib.invalidate_caches()
+
+
+def ksi_cli(*args: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "ksi", *args],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def error_for(plugin: str) -> Any:
+    matches = [e for e in get_plugins().errors if e.plugin == plugin]
+    assert matches, f"no load error for {plugin!r}: {get_plugins().errors}"
+    return matches[0]
+
+
+# -- loading ------------------------------------------------------------------
+
+
+def test_good_plugin_registers_a_task_source_and_an_evaluator(site: Site, tmp_path: Path) -> None:
+    site.add("ksi-fake-good", "ksi_fake_good", version="1.2.3", ep_name="good")
+
+    source_reg = registry("task source").get("FAKESRC")  # an alias, in another case
+    assert source_reg.name == "fake-source"
+    assert source_reg.plugin == "good"
+    tasks_file = tmp_path / "tasks.txt"
+    tasks_file.write_text("fix the bug\n\nadd a test\n")
+    tasks = create_component(source_reg.obj, {}, kind="task source", option_flag="-o").load(
+        tasks_file
+    )
+    assert [t.prompt for t in tasks] == ["fix the bug", "add a test"]
+
+    grader = create_component(
+        registry("evaluator").get("fake-eval").obj,
+        {"path": "ok"},
+        kind="evaluator",
+        option_flag="-o",
+    )
+    assert grader.grade(tasks[0], tmp_path).native_score == 0.0
+    (tmp_path / "ok").write_text("")
+    assert grader.grade(tasks[0], tmp_path).native_score == 1.0
+
+    info = get_plugins().infos["good"]
+    assert (info.distribution, info.version, info.builtin) == ("ksi-fake-good", "1.2.3", False)
+    assert info.hooks == ["ksi_register_evaluators", "ksi_register_task_sources"]
+    assert info.components == {"task source": ["fake-source"], "evaluator": ["fake-eval"]}
+    assert get_plugins().errors == []
+
+
+def test_plugin_that_raises_on_import_is_reported_and_skipped(site: Site) -> None:
+    site.add("ksi-fake-broken", "ksi_fake_broken", version="2.3", ep_name="broken")
+    site.add("ksi-fake-good", "ksi_fake_good", ep_name="good")
+
+    assert registry("evaluator").get("fake-eval").plugin == "good"
+    err = error_for("broken")
+    assert (err.distribution, err.version, err.stage) == ("ksi-fake-broken", "2.3", "import")
+    assert "RuntimeError: ksi_fake_broken is broken on purpose" in err.error
+    assert "ksi-fake-broken 2.3" in str(err)
+    assert "broken" not in get_plugins().infos
+
+
+def test_misspelled_hook_name_is_caught_and_the_plugin_skipped(site: Site) -> None:
+    site.add("ksi-fake-typo", "ksi_fake_typo", ep_name="typo")
+
+    err = error_for("typo")
+    assert err.stage == "register hooks"
+    assert "'ksi_register_agent'" in err.error
+    assert "did you mean 'ksi_register_agents'" in err.error
+    assert not get_plugins().pm.has_plugin("typo")
+    assert "typo" not in get_plugins().infos
+    registry("agent")  # the built-in agents still load: the bad hook is gone
+
+
+def test_undecorated_misspelled_hook_is_caught_too() -> None:
+    class Plugin:
+        @staticmethod
+        def ksi_register_evaluator(register: Any) -> None:
+            """Missing the final 's' and the @hookimpl decorator."""
+
+    with pytest.raises(PluginError, match=r"ksi_register_evaluator.*did you mean"):
+        register_plugin(Plugin, name="sloppy")
+    assert not get_plugins().pm.has_plugin("sloppy")
+
+
+def test_two_plugins_registering_one_name_clash_naming_both(site: Site) -> None:
+    site.add("ksi-fake-clash-a", "ksi_fake_clash_a", ep_name="clash-a")
+    site.add("ksi-fake-clash-b", "ksi_fake_clash_b", ep_name="clash-b")
+
+    evaluators = registry("evaluator")
+    with pytest.raises(DuplicateComponentError) as caught:
+        evaluators.get("Same-Name")
+    message = str(caught.value)
+    assert "ksi-fake-clash-a 1.0" in message
+    assert "ksi-fake-clash-b 1.0" in message
+    assert "KSI_DISABLE_PLUGINS" in message
+    # The clash costs only the clashing name.
+    assert evaluators.get("only-in-a").plugin == "clash-a"
+    assert evaluators.get("only-in-b").plugin == "clash-b"
+    (err,) = [e for e in get_plugins().errors if "same-name" in e.error]
+    assert err.stage == "register evaluators"
+    assert "ksi-fake-clash-a" in err.error
+    assert "ksi-fake-clash-b" in err.error
+
+
+def test_plugin_whose_register_hook_raises_is_skipped_whole(site: Site) -> None:
+    site.add("ksi-fake-raiser", "ksi_fake_raiser", version="0.9", ep_name="raiser")
+    site.add("ksi-fake-good", "ksi_fake_good", ep_name="good")
+
+    evaluators = registry("evaluator")
+    assert "fake-eval" in evaluators
+    # What it registered before raising is not used either.
+    with pytest.raises(UnknownComponentError):
+        evaluators.get("half-done")
+    err = error_for("raiser")
+    assert (err.distribution, err.version) == ("ksi-fake-raiser", "0.9")
+    assert err.stage == "register evaluators"
+    assert "ValueError: cannot reach the grading service" in err.error
+    # A broken evaluator plugin does not stop task sources from loading.
+    assert "fake-source" in registry("task source")
+
+
+def test_a_component_without_a_name_is_reported_and_the_rest_kept(
+    ksi_plugin: Callable[..., Any],
+) -> None:
+    class Nameless:
+        description = "forgot its name"
+
+    class Named:
+        name: ClassVar[str] = "named-agent"
+        aliases: ClassVar[tuple[str, ...]] = ()
+
+    class Plugin:
+        @staticmethod
+        @hookimpl
+        def ksi_register_agents(register: Any) -> None:
+            register(Nameless)
+            register(Named)
+
+    ksi_plugin(Plugin, name="half-right")
+    assert registry("agent").get("named-agent").obj is Named
+    err = error_for("half-right")
+    assert err.stage == "register agents"
+    assert "without a non-empty string `name`" in err.error
+
+
+def test_rebuilding_a_registry_does_not_repeat_its_errors(site: Site) -> None:
+    site.add("ksi-fake-raiser", "ksi_fake_raiser", ep_name="raiser")
+    registry("evaluator")
+    undo = register_plugin(object(), name="nothing")  # forces registries to be rebuilt
+    registry("evaluator")
+    undo()
+    get_plugins().build_all()
+    assert len([e for e in get_plugins().errors if e.plugin == "raiser"]) == 1
+
+
+# -- environment variables -----------------------------------------------------
+
+
+def test_ksi_load_plugins_loads_only_the_named_distributions(
+    site: Site, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    site.add("ksi-fake-good", "ksi_fake_good", ep_name="good")
+    site.add("ksi-fake-broken", "ksi_fake_broken", ep_name="broken")
+    monkeypatch.setenv("KSI_LOAD_PLUGINS", "KSI_Fake_Good")  # normalised like pip names
+
+    state = get_plugins()
+    assert "good" in state.infos
+    assert state.errors == []  # broken was never imported
+
+
+def test_ksi_load_plugins_accepts_entry_point_names(
+    site: Site, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    site.add("ksi-fake-good", "ksi_fake_good", ep_name="good")
+    site.add("ksi-fake-clash-a", "ksi_fake_clash_a", ep_name="clash-a")
+    monkeypatch.setenv("KSI_LOAD_PLUGINS", " good , ")
+    assert [i.name for i in get_plugins().infos.values() if not i.builtin] == ["good"]
+
+
+def test_empty_ksi_load_plugins_loads_no_third_party_plugin(
+    site: Site, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    site.add("ksi-fake-good", "ksi_fake_good", ep_name="good")
+    site.add("ksi-fake-broken", "ksi_fake_broken", ep_name="broken")
+    monkeypatch.setenv("KSI_LOAD_PLUGINS", "")
+
+    state = get_plugins()
+    assert [i.name for i in state.infos.values() if not i.builtin] == []
+    assert state.errors == []
+    assert any(i.builtin for i in state.infos.values())  # built-ins always load
+
+
+def test_ksi_load_plugins_naming_a_missing_distribution_is_reported(
+    site: Site, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    site.add("ksi-fake-good", "ksi_fake_good", ep_name="good")
+    monkeypatch.setenv("KSI_LOAD_PLUGINS", "ksi-fake-goood")
+    err = error_for("ksi-fake-goood")
+    assert err.distribution == "KSI_LOAD_PLUGINS"
+    assert "ksi-fake-good" in err.error  # lists what is installed
+
+
+def test_ksi_disable_plugins_blocks_distributions_and_entry_point_names(
+    site: Site, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    site.add("ksi-fake-good", "ksi_fake_good", ep_name="good")
+    site.add("ksi-fake-broken", "ksi_fake_broken", ep_name="broken")
+    site.add("ksi-fake-typo", "ksi_fake_typo", ep_name="typo")
+    monkeypatch.setenv("KSI_DISABLE_PLUGINS", "ksi-fake-broken,typo")
+
+    state = get_plugins()
+    assert state.errors == []
+    assert "good" in state.infos
+    assert "broken" not in state.infos
+    assert "typo" not in state.infos
+
+
+def test_strict_plugins_makes_an_import_failure_fatal(
+    site: Site, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    site.add("ksi-fake-broken", "ksi_fake_broken", version="2.3", ep_name="broken")
+    monkeypatch.setenv("KSI_STRICT_PLUGINS", "1")
+    with pytest.raises(PluginError, match=r"ksi-fake-broken 2\.3.*broken on purpose.*STRICT"):
+        get_plugins()
+
+
+def test_strict_plugins_makes_a_registration_failure_fatal(
+    site: Site, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    site.add("ksi-fake-raiser", "ksi_fake_raiser", ep_name="raiser")
+    monkeypatch.setenv("KSI_STRICT_PLUGINS", "1")
+    get_plugins()  # importing is fine
+    with pytest.raises(PluginError, match="cannot reach the grading service"):
+        registry("evaluator")
+
+
+def test_strict_plugins_makes_a_clash_fatal(site: Site, monkeypatch: pytest.MonkeyPatch) -> None:
+    site.add("ksi-fake-clash-a", "ksi_fake_clash_a", ep_name="clash-a")
+    site.add("ksi-fake-clash-b", "ksi_fake_clash_b", ep_name="clash-b")
+    monkeypatch.setenv("KSI_STRICT_PLUGINS", "1")
+    with pytest.raises(PluginError, match="same-name"):
+        registry("evaluator")
+
+
+# -- laziness and real subprocesses --------------------------------------------
+
+
+def test_importing_ksi_loads_no_plugin(site: Site, tmp_path: Path) -> None:
+    site.add("ksi-fake-marker", "ksi_fake_marker", ep_name="marker")
+    marker = tmp_path / "imported"
+    script = textwrap.dedent(
+        f"""
+        import sys
+        from pathlib import Path
+        import ksi, ksi.plugins, ksi.registry, ksi.options, ksi.cli, ksi.cli.plugins_cmd
+        marker = Path({str(marker)!r})
+        assert not marker.exists(), "a plugin was imported by `import ksi`"
+        assert ksi.plugins._STATE is None
+        ksi.plugins.get_plugins()
+        assert marker.exists(), "first use did not load the plugin"
+        print("lazy")
+        """
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script],
+        env=site.env(KSI_FAKE_MARKER=str(marker)),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "lazy"
+
+
+def test_ksi_plugins_json_in_a_subprocess_discovers_entry_points(
+    site: Site, tmp_path: Path
+) -> None:
+    site.add("ksi-fake-good", "ksi_fake_good", version="1.2.3", ep_name="good")
+    site.add("ksi-fake-broken", "ksi_fake_broken", version="2.3", ep_name="broken")
+
+    proc = ksi_cli("plugins", "--json", env=site.env(), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    (good,) = [p for p in data["plugins"] if p["name"] == "good"]
+    assert good == {
+        "name": "good",
+        "distribution": "ksi-fake-good",
+        "version": "1.2.3",
+        "builtin": False,
+        "hooks": ["ksi_register_evaluators", "ksi_register_task_sources"],
+        "components": {"task source": ["fake-source"], "evaluator": ["fake-eval"]},
+    }
+    assert not any(p["builtin"] for p in data["plugins"])
+    (err,) = data["errors"]
+    assert err["plugin"] == "broken"
+    assert err["distribution"] == "ksi-fake-broken"
+    assert err["version"] == "2.3"
+    assert err["stage"] == "import"
+    assert "broken on purpose" in err["error"]
+
+
+def test_ksi_plugins_text_lists_plugins_on_stdout_and_errors_on_stderr(
+    site: Site, tmp_path: Path
+) -> None:
+    site.add("ksi-fake-good", "ksi_fake_good", version="1.2.3", ep_name="good")
+    site.add("ksi-fake-broken", "ksi_fake_broken", version="2.3", ep_name="broken")
+
+    proc = ksi_cli("plugins", env=site.env(), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == [
+        "good (ksi-fake-good 1.2.3): hooks: ksi_register_evaluators, "
+        "ksi_register_task_sources; registers: task sources: fake-source; evaluators: fake-eval"
+    ]
+    assert (
+        "error: plugin 'broken' from ksi-fake-broken 2.3 failed to import: "
+        "RuntimeError: ksi_fake_broken is broken on purpose"
+    ) in proc.stderr.splitlines()
+
+    everything = ksi_cli("plugins", "--all", env=site.env(), cwd=tmp_path)
+    assert everything.returncode == 0, everything.stderr
+    lines = everything.stdout.splitlines()
+    assert any(line.startswith("ksi.tasks.custom (ksi ") for line in lines)
+    assert any(line.startswith("good (") for line in lines)
+
+
+def test_ksi_plugins_strict_exits_with_the_error(site: Site, tmp_path: Path) -> None:
+    site.add("ksi-fake-broken", "ksi_fake_broken", ep_name="broken")
+    proc = ksi_cli("plugins", env=site.env(KSI_STRICT_PLUGINS="1"), cwd=tmp_path)
+    assert proc.returncode != 0
+    assert "broken on purpose" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def _plugins_cli() -> typer.Typer:
+    app = typer.Typer()
+
+    @app.callback()
+    def _root() -> None:
+        """A root like ksi's, so `plugins` stays a subcommand."""
+
+    plugins_cmd.register(app)
+    return app
+
+
+def test_ksi_plugins_shows_in_process_plugins_and_clashes(
+    ksi_plugin: Callable[..., Any],
+) -> None:
+    class Clash:
+        name: ClassVar[str] = "command"  # the built-in evaluator's name
+        aliases: ClassVar[tuple[str, ...]] = ()
+
+    class Plugin:
+        @staticmethod
+        @hookimpl
+        def ksi_register_evaluators(register: Any) -> None:
+            register(Clash)
+
+    ksi_plugin(Plugin, name="squatter")
+    result = CliRunner().invoke(_plugins_cli(), ["plugins", "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert [p["name"] for p in data["plugins"]] == ["squatter"]
+    assert data["plugins"][0]["distribution"] == "(in-process)"
+    (err,) = data["errors"]
+    assert err["plugin"] == "squatter"
+    assert "'ksi.eval.command' (built into ksi)" in err["error"]
+
+
+def test_ksi_plugins_draws_a_table_on_a_terminal(
+    ksi_plugin: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(plugins_cmd, "is_tty", lambda: True)
+    result = CliRunner().invoke(_plugins_cli(), ["plugins", "--all"])
+    assert result.exit_code == 0, result.output
+    header = next(line for line in result.stdout.splitlines() if "plugin" in line)
+    assert "distribution" in header and "registers" in header
+    assert "ksi.tasks.custom" in result.stdout
+
+
+def test_ksi_plugins_without_third_party_plugins_says_so(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KSI_")}
+    proc = ksi_cli("plugins", env={**env, "KSI_LOAD_PLUGINS": ""}, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "No plugins installed (--all includes KSI's built-in plugins)."
+
+
+# -- the pytest fixtures KSI ships ------------------------------------------------
+
+
+def test_ksi_plugin_fixture_registers_for_one_test_only(ksi_plugin: Callable[..., Any]) -> None:
+    class Agent:
+        name: ClassVar[str] = "fixture-agent"
+        aliases: ClassVar[tuple[str, ...]] = ()
+
+    class Plugin:
+        @staticmethod
+        @hookimpl
+        def ksi_register_agents(register: Any) -> None:
+            register(Agent)
+
+    assert ksi_plugin(Plugin) is Plugin
+    assert registry("agent").get("fixture-agent").obj is Agent
+
+
+def test_ksi_fixtures_work_through_a_pytest11_entry_point(site: Site, tmp_path: Path) -> None:
+    """The way a plugin author's test suite gets them once KSI is installed."""
+    site.add("ksi-testing-shim", "ksi.testing", ep_name="ksi.testing", group="pytest11")
+    tests = tmp_path / "plugin_tests"
+    tests.mkdir()
+    (tests / "test_mine.py").write_text(
+        textwrap.dedent(
+            """
+            from ksi import hookimpl
+            from ksi.plugins import registry
+
+            class Source:
+                name = "mine"
+                aliases = ()
+
+            class Plugin:
+                @staticmethod
+                @hookimpl
+                def ksi_register_task_sources(register):
+                    register(Source)
+
+            def test_registered(ksi_fresh_plugins, ksi_plugin):
+                ksi_plugin(Plugin, name="mine")
+                assert registry("task source").get("MINE").obj is Source
+
+            def test_gone_afterwards(ksi_fresh_plugins):
+                assert "mine" not in registry("task source")
+            """
+        )
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tests)],
+        env=site.env(),
+        cwd=tests,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "2 passed" in proc.stdout
+
+
+# -- one test per registration hook (see tests/test_hooks_documented.py) -----------
+
+
+@attrs.define
+class _Component:
+    """A minimal registrable class; subclasses set ``name``."""
+
+    name: ClassVar[str] = "base"
+    aliases: ClassVar[tuple[str, ...]] = ()
+    description: ClassVar[str] = "for tests"
+
+
+def test_hook_ksi_register_task_sources(ksi_plugin: Callable[..., Any], tmp_path: Path) -> None:
+    class WordsSource(_Component):
+        name: ClassVar[str] = "words"
+        aliases: ClassVar[tuple[str, ...]] = ("w",)
+        default_evaluator: ClassVar[str] = "command"
+
+        def load(self, path: Path) -> list[TaskSpec]:
+            return [TaskSpec(id=w, prompt=f"say {w}") for w in path.read_text().split()]
+
+        def validate(self, path: Path) -> list[Any]:
+            return []
+
+    class Plugin:
+        @staticmethod
+        @hookimpl
+        def ksi_register_task_sources(register: Any) -> None:
+            register(WordsSource)
+
+    ksi_plugin(Plugin, name="words-plugin")
+    tasks_file = tmp_path / "words.txt"
+    tasks_file.write_text("alpha beta")
+    reg = registry("task source").get("W")
+    assert (reg.name, reg.plugin) == ("words", "words-plugin")
+    source = create_component(reg.obj, {}, kind="task source", option_flag="-o")
+    assert [t.id for t in source.load(tasks_file)] == ["alpha", "beta"]
+    assert get_plugins().infos["words-plugin"].components == {"task source": ["words"]}
+
+
+def test_hook_ksi_register_evaluators(ksi_plugin: Callable[..., Any], tmp_path: Path) -> None:
+    @attrs.define
+    class MarkerEvaluator(_Component):
+        name: ClassVar[str] = "marker"
+        grades_in: ClassVar[str] = "host"
+        file: str = "DONE"
+
+        def grade(self, task: TaskSpec, workdir: Path, **_: Any) -> EvalResult:
+            score = 1.0 if (workdir / self.file).exists() else 0.0
+            return EvalResult(status="graded", native_score=score)
+
+    class Plugin:
+        @staticmethod
+        @hookimpl
+        def ksi_register_evaluators(register: Any) -> None:
+            register(MarkerEvaluator)
+
+    ksi_plugin(Plugin)
+    reg = registry("evaluator").get("Marker")
+    grader = create_component(reg.obj, {"file": "ok.txt"}, kind="evaluator", option_flag="-o")
+    (tmp_path / "ok.txt").write_text("")
+    assert grader.grade(TaskSpec(id="t"), tmp_path).native_score == 1.0
+    assert "marker" in registry("evaluator").names()
+
+
+def _check_registration(ksi_plugin: Callable[..., Any], kind: str, hook: str) -> None:
+    component = type(f"My{kind.title()}", (_Component,), {"name": f"my-{kind}"})
+
+    def impl(register: Any) -> None:
+        register(component)
+
+    impl.__name__ = hook
+    plugin = type("Plugin", (), {hook: staticmethod(hookimpl(impl))})
+    ksi_plugin(plugin, name=f"{kind}-plugin")
+    reg = registry(kind).get(f"MY-{kind.upper()}")
+    assert reg.obj is component
+    assert reg.plugin == f"{kind}-plugin"
+    assert get_plugins().infos[f"{kind}-plugin"].hooks == [hook]
+
+
+def test_hook_ksi_register_agents(ksi_plugin: Callable[..., Any]) -> None:
+    _check_registration(ksi_plugin, "agent", "ksi_register_agents")
+
+
+def test_hook_ksi_register_environments(ksi_plugin: Callable[..., Any]) -> None:
+    _check_registration(ksi_plugin, "environment", "ksi_register_environments")
+
+
+def test_hook_ksi_register_executors(ksi_plugin: Callable[..., Any]) -> None:
+    _check_registration(ksi_plugin, "executor", "ksi_register_executors")
+
+
+def test_hook_ksi_register_commands(
+    site: Site, tmp_path: Path, ksi_plugin: Callable[..., Any]
+) -> None:
+    # For real: an installed plugin's command is in `ksi --help` and runs.
+    site.add("ksi-fake-cmd", "ksi_fake_cmd", ep_name="hello")
+    help_text = ksi_cli("--help", env=site.env(), cwd=tmp_path)
+    assert help_text.returncode == 0, help_text.stderr
+    assert "hello" in help_text.stdout
+    proc = ksi_cli("hello", "--name", "KSI", env=site.env(), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "hello, KSI from a plugin\n"
+
+    # In process: a command hook that raises is reported, and the others still run.
+    class Broken:
+        @staticmethod
+        @hookimpl
+        def ksi_register_commands(cli: Any) -> None:
+            raise RuntimeError("no commands today")
+
+    ksi_plugin(Broken, name="broken-commands")
+    app = typer.Typer()
+    get_plugins().register_commands(app)
+    assert [c.name or c.callback.__name__ for c in app.registered_commands] == ["hello"]
+    (err,) = [e for e in get_plugins().errors if e.plugin == "broken-commands"]
+    assert err.stage == "register commands"
+    assert "no commands today" in err.error
+
+
+# -- docs/plugins.md: the complete example works --------------------------------
+
+
+EXAMPLE = FIXTURES / "ksi-qa"
+
+
+def test_docs_plugins_md_shows_the_tested_example_verbatim() -> None:
+    doc = (DOCS / "plugins.md").read_text(encoding="utf-8")
+    for name in ("pyproject.toml", "ksi_qa.py"):
+        source = (EXAMPLE / name).read_text(encoding="utf-8")
+        assert source in doc, f"docs/plugins.md no longer shows {EXAMPLE / name} verbatim"
+
+
+def test_docs_plugins_md_example_installs_and_works(
+    site: Site, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Build and install the example the way a user would (no network: no deps, no isolation).
+    build = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
+         "--no-index", "--target", str(site.root), str(EXAMPLE)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )  # fmt: skip
+    assert build.returncode == 0, build.stderr
+    importlib.invalidate_caches()
+
+    tasks_file = tmp_path / "questions.txt"
+    tasks_file.write_text(
+        "# id | question | answer\ncapital | What is the capital of France? | Paris\n"
+        "sum | What is 2 + 3? | 5\n"
+    )
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    (workspace / "answer.txt").write_text("paris\n")
+
+    listing = ksi_cli("plugins", "--json", env=site.env(), cwd=tmp_path)
+    assert listing.returncode == 0, listing.stderr
+    (qa,) = json.loads(listing.stdout)["plugins"]
+    assert qa["distribution"] == "ksi-qa"
+    assert qa["components"] == {"task source": ["qa"], "evaluator": ["answer-file"]}
+
+    graded = ksi_cli(
+        "grade", "--task-source", "qa", "--tasks-path", str(tasks_file), "--task-id", "capital",
+        "--workspace", str(workspace), env=site.env(), cwd=tmp_path,
+    )  # fmt: skip
+    assert graded.returncode == 0, graded.stderr
+    assert "1.0" in graded.stdout
+
+    # In process: the loader's errors are located, the evaluator's options are typed.
+    source = create_component(
+        registry("task source").get("questions").obj, {}, kind="task source", option_flag="-o"
+    )
+    bad = tmp_path / "bad.txt"
+    bad.write_text("a | q | x\nb | only two\na | q | y\n")
+    assert [str(p) for p in source.validate(bad)] == [
+        f"{bad}:line 2: expected ID | QUESTION | ANSWER",
+        f"{bad}:line 3: task 'a': ID: task id used twice; ids must be unique",
+    ]
+    task = next(t for t in source.load(tasks_file) if t.id == "capital")
+    strict = create_component(
+        registry("evaluator").get("answer-file").obj,
+        {"ignore_case": "no"},
+        kind="evaluator",
+        option_flag="--evaluator-option",
+    )
+    assert strict.grade(task, workspace).native_score == 0.0
