@@ -1,7 +1,86 @@
-"""Placeholder: being written."""
+"""``ksi tasks``: check and list a tasks file before spending anything on a run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
 
 import typer
 
+from ksi.cli.common import echo_json, handle_errors
+from ksi.errors import TaskLoadError
+from ksi.models import TaskSpec
+from ksi.tasks.loaders import (
+    DEFAULT_TASK_SOURCE,
+    get_task_source,
+    validate_tasks_for_source,
+)
+from ksi.tasks.seed import describe_starting_files
+
+tasks_app = typer.Typer(
+    name="tasks",
+    help="Validate and list tasks files.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
+
+PathArg = Annotated[Path, typer.Argument(help="The tasks file (.json or .jsonl) or directory.")]
+SourceOpt = Annotated[str, typer.Option("--task-source", help="Task source that reads PATH.")]
+
+
+def _load(path: Path, task_source: str) -> list[TaskSpec]:
+    """All problems (exit 2) or the tasks; validation first so every problem is listed."""
+    problems = validate_tasks_for_source(task_source, path)
+    if problems:
+        count = len(problems)
+        raise TaskLoadError(
+            problems, header=f"{path}: {count} problem{'s' if count != 1 else ''} found"
+        )
+    return get_task_source(task_source).load(path)
+
+
+@tasks_app.command("validate")
+@handle_errors
+def validate(path: PathArg, task_source: SourceOpt = DEFAULT_TASK_SOURCE) -> None:
+    """Check every record in PATH; print "OK: N tasks" or every problem (exit 2)."""
+    tasks = _load(path, task_source)
+    typer.echo(f"OK: {len(tasks)} task{'s' if len(tasks) != 1 else ''} in {path}")
+
+
+def _row(task: TaskSpec) -> dict[str, Any]:
+    metadata = task.metadata
+    solution = metadata.get("solution") if metadata else None
+    return {
+        "task_id": task.id,
+        "starting_files": describe_starting_files(task),
+        "eval_command": (metadata.get("eval_command") if metadata else "") or "",
+        "eval_timeout_sec": metadata.get("eval_timeout_sec") if metadata else None,
+        "has_solution": bool(solution),
+        "source_location": metadata.get("source_location") if metadata else None,
+    }
+
+
+@tasks_app.command("list")
+@handle_errors
+def list_tasks(
+    path: PathArg,
+    task_source: SourceOpt = DEFAULT_TASK_SOURCE,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")] = False,
+) -> None:
+    """List each task: id, starting files (count or directory) and eval command."""
+    rows = [_row(task) for task in _load(path, task_source)]
+    if as_json:
+        echo_json(rows)
+        return
+    headers = ("TASK", "STARTING FILES", "EVAL COMMAND")
+    table = [
+        (r["task_id"], r["starting_files"], r["eval_command"] or "(none: unscored)") for r in rows
+    ]
+    widths = [max(len(h), *(len(row[i]) for row in table)) for i, h in enumerate(headers[:2])]
+    for row in (headers, *table):
+        typer.echo(f"{row[0]:<{widths[0]}}  {row[1]:<{widths[1]}}  {row[2]}".rstrip())
+
 
 def register(app: typer.Typer) -> None:
-    """Add this module's commands to ``app``."""
+    """Add the ``tasks`` command group to ``app``."""
+    app.add_typer(tasks_app, name="tasks")

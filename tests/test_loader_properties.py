@@ -1,0 +1,132 @@
+"""Property tests: whatever a tasks file holds, the loader fails only with a KsiError.
+
+And ``validate`` agrees with ``load``: a file loads exactly when validate finds
+no problem, and every problem names the file.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ksi.errors import KsiError, TaskLoadError
+from ksi.tasks.custom import CustomTaskSource
+from ksi.tasks.seed import seed_repo
+
+json_scalars = (
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text(max_size=12)
+)
+json_values = st.recursive(
+    json_scalars,
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+paths = st.sampled_from(
+    ["a.py", "src/b.py", "../x", "/abs", "", ".", "a//b", "a", "a/b", "C:/w", "x\\..\\y"]
+) | st.text(max_size=10)
+files_maps = st.dictionaries(paths, st.text(max_size=8) | json_values, max_size=3)
+records = st.fixed_dictionaries(
+    {},
+    optional={
+        "task_id": st.sampled_from(["t1", "t2", ""]) | json_values,
+        "prompt": st.text(max_size=10) | json_values,
+        "workspace_dir": st.sampled_from([".", "missing", "tasks.jsonl"]) | json_values,
+        "files": files_maps | json_values,
+        "eval": st.fixed_dictionaries(
+            {},
+            optional={
+                "command": st.text(max_size=6) | json_values,
+                "timeout_sec": st.floats() | st.integers() | json_values,
+                "timout": json_values,
+            },
+        )
+        | json_values,
+        "solution": st.fixed_dictionaries(
+            {},
+            optional={
+                "files": files_maps | json_values,
+                "command": st.text(max_size=6) | json_values,
+                "cmd": json_values,
+            },
+        )
+        | json_values,
+        "extra": json_values,
+    },
+)
+
+
+def _check(path: Path) -> None:
+    source = CustomTaskSource()
+    problems = source.validate(path)
+    assert all(p.file == str(path) and p.message for p in problems)
+    try:
+        tasks = source.load(path)
+    except KsiError as exc:
+        assert isinstance(exc, TaskLoadError) and isinstance(exc, ValueError)
+        assert problems and exc.problems == problems
+        return
+    assert problems == []
+    for i, task in enumerate(tasks):
+        assert Path(task.metadata["repo_path"]).is_dir()
+        seed_repo(task, path.parent / f"seed{i}")
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(records | json_values, min_size=0, max_size=4), st.sampled_from([".jsonl", ".json"])
+)
+def test_any_json_records_give_tasks_or_a_ksi_error(values: list[Any], suffix: str) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / f"tasks{suffix}"
+        if suffix == ".json":
+            path.write_text(json.dumps(values), encoding="utf-8")
+        else:
+            path.write_text("\n".join(json.dumps(v) for v in values), encoding="utf-8")
+        _check(path)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.binary(max_size=40), max_size=5), st.sampled_from([".jsonl", ".json"]))
+def test_any_bytes_give_tasks_or_a_ksi_error(lines: list[bytes], suffix: str) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / f"tasks{suffix}"
+        path.write_bytes(b"\n".join(lines))
+        _check(path)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.text(max_size=30), max_size=5))
+def test_any_text_lines_give_tasks_or_a_ksi_error(lines: list[str]) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "tasks.jsonl"
+        path.write_text("\n".join(lines), encoding="utf-8", errors="surrogatepass")
+        _check(path)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.dictionaries(st.text(min_size=1, max_size=20), st.text(max_size=5), min_size=1, max_size=4)
+)
+def test_accepted_inline_files_are_written_inside_repo(files: dict[str, str]) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "tasks.jsonl"
+        path.write_text(json.dumps({"task_id": "t", "prompt": "p", "files": files}))
+        try:
+            (task,) = CustomTaskSource().load(path)
+        except TaskLoadError:
+            return
+        repo = Path(task.metadata["repo_path"]).resolve()
+        written = [p for p in repo.rglob("*") if p.is_file()]
+        assert len(written) == len(files)
+        dest = Path(tmp) / "dest"
+        seed_repo(task, dest)
+        assert sorted(p.relative_to(dest) for p in dest.rglob("*") if p.is_file()) == sorted(
+            p.relative_to(repo) for p in written
+        )
