@@ -1,7 +1,211 @@
-"""Placeholder: being written."""
+"""``ksi grade``: check a task's evaluator on a directory before any agent runs.
 
+A task author writes an eval command, puts a known-good (or known-bad)
+solution in a directory, and runs ``ksi grade`` to see the score KSI would
+give. The evaluator runs on a temporary *copy* of the directory, as it does
+on a captured attempt, so the author's files are never changed (the
+``command`` evaluator deletes a stale ``score.json`` first, and the eval
+command may write anything).
+"""
+
+from __future__ import annotations
+
+import difflib
+import shutil
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Annotated, Any
+
+import attrs
 import typer
+
+from ksi.cli.common import echo_json, handle_errors
+from ksi.errors import UserInputError
+from ksi.models import EvalResult, TaskSpec
+from ksi.options import create_component, parse_key_values
+
+DEFAULT_TASK_SOURCE = "custom"
+
+
+@attrs.frozen
+class GradeOutcome:
+    """An :class:`EvalResult` plus where it came from, for printing."""
+
+    task: TaskSpec
+    evaluator: str
+    workspace: Path
+    result: EvalResult
+    copy_kept: bool
+
+
+def grade_workspace(
+    tasks_path: Path,
+    task_id: str,
+    workspace: Path,
+    *,
+    task_source: str = DEFAULT_TASK_SOURCE,
+    evaluator: str | None = None,
+    evaluator_options: Sequence[str] = (),
+    keep_copy: bool = False,
+    log_dir: Path | None = None,
+) -> GradeOutcome:
+    """Load ``task_id`` from ``tasks_path`` and grade a temporary copy of ``workspace``.
+
+    Raises :class:`ksi.errors.UserInputError` (exit 2) for anything the user
+    can fix: a missing path, an unknown task id, source or evaluator, bad
+    options.
+    """
+    from ksi.plugins import registry
+    from ksi.tasks.loaders import get_task_source
+
+    if not workspace.is_dir():
+        what = "is not a directory" if workspace.exists() else "does not exist"
+        raise UserInputError(f"--workspace: {str(workspace)!r} {what}; pass the directory to grade")
+    if not tasks_path.exists():
+        raise UserInputError(f"--tasks-path: {str(tasks_path)!r} does not exist")
+    source = get_task_source(task_source)
+    task = _find_task(source.load(tasks_path), task_id, tasks_path)
+    evaluator_name = evaluator or str(getattr(source, "default_evaluator", "") or "")
+    if not evaluator_name:
+        raise UserInputError(
+            f"task source {task_source!r} names no default evaluator; pass --evaluator NAME"
+        )
+    reg = registry("evaluator").get(evaluator_name)
+    options = parse_key_values(evaluator_options, "--evaluator-option")
+    grader = create_component(reg.obj, options, kind="evaluator", option_flag="--evaluator-option")
+    if getattr(grader, "grades_in", "host") != "host":
+        raise UserInputError(
+            f"evaluator {reg.name!r} grades inside an attempt's environment; ksi grade can "
+            "only run evaluators that grade on the host (use `ksi run` instead)"
+        )
+    tmp = Path(tempfile.mkdtemp(prefix="ksi-grade-"))
+    copy = tmp / "repo"
+    try:
+        try:
+            shutil.copytree(workspace, copy, symlinks=True)
+        except (OSError, shutil.Error) as exc:
+            raise UserInputError(f"--workspace: cannot copy {str(workspace)!r}: {exc}") from exc
+        result = grader.grade(task, copy, log_dir=log_dir)
+    finally:
+        if not keep_copy:
+            shutil.rmtree(tmp, ignore_errors=True)
+    details = {**result.details, "graded_copy_of": str(workspace.absolute())}
+    details["eval_workdir_removed"] = not keep_copy
+    return GradeOutcome(task, reg.name, workspace, attrs.evolve(result, details=details), keep_copy)
+
+
+def _find_task(tasks: Sequence[TaskSpec], task_id: str, tasks_path: Path) -> TaskSpec:
+    for task in tasks:
+        if task.id == task_id:
+            return task
+    ids = [t.id for t in tasks]
+    msg = f"--task-id: no task {task_id!r} in {tasks_path} ({len(ids)} tasks)"
+    close = difflib.get_close_matches(task_id, ids, n=5, cutoff=0.5)
+    if close:
+        msg += f"; did you mean {', '.join(repr(c) for c in close)}?"
+    elif ids:
+        shown = ", ".join(repr(i) for i in ids[:10])
+        msg += f"; task ids: {shown}{', ...' if len(ids) > 10 else ''}"
+    raise UserInputError(msg)
+
+
+def _print_outcome(outcome: GradeOutcome) -> None:
+    r = outcome.result
+    score = "unscored" if r.native_score is None else str(r.native_score)
+    where = f"{r.eval_workdir} (a copy of {outcome.workspace}; "
+    where += "kept)" if outcome.copy_kept else "removed)"
+    rows: list[tuple[str, Any]] = [
+        ("task", outcome.task.id),
+        ("evaluator", outcome.evaluator),
+        ("status", r.status),
+        ("score", score),
+        ("exit code", "-" if r.exit_code is None else r.exit_code),
+        ("duration", f"{r.duration_sec:.2f}s"),
+        ("graded in", where),
+    ]
+    for key in ("stdout_log", "stderr_log"):
+        if key in r.details:
+            rows.append((key.replace("_", " "), r.details[key]))
+    for label, value in rows:
+        typer.echo(f"{label + ':':<11} {value}")
+    for note in r.notes:
+        typer.echo(f"note:       {note}")
+    for label, tail in (("stdout", r.stdout_tail), ("stderr", r.stderr_tail)):
+        if tail:
+            typer.echo(f"--- {label} (end) ---")
+            typer.echo(tail.rstrip("\n"))
+
+
+def grade(
+    tasks_path: Annotated[
+        Path, typer.Option("--tasks-path", help="The tasks file (or directory) holding the task.")
+    ],
+    task_id: Annotated[str, typer.Option("--task-id", help="The task to grade against.")],
+    workspace: Annotated[
+        Path,
+        typer.Option(
+            "--workspace",
+            help="The directory to grade, laid out like the agent's repo/. It is copied to a "
+            "temporary directory first and never modified.",
+        ),
+    ],
+    evaluator: Annotated[
+        str | None,
+        typer.Option(
+            "--evaluator", help="Evaluator name (default: the task source's default evaluator)."
+        ),
+    ] = None,
+    task_source: Annotated[
+        str, typer.Option("--task-source", help="Task source that reads --tasks-path.")
+    ] = DEFAULT_TASK_SOURCE,
+    evaluator_option: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--evaluator-option",
+            help="KEY=VALUE option for the evaluator (repeatable), e.g. timeout_sec=60.",
+        ),
+    ] = None,
+    keep_copy: Annotated[
+        bool, typer.Option("--keep-copy", help="Keep the graded copy and print where it is.")
+    ] = False,
+    log_dir: Annotated[
+        Path | None,
+        typer.Option("--log-dir", help="Write the evaluator's full stdout/stderr logs here."),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+) -> None:
+    """Grade an existing directory with a task's evaluator and print the result.
+
+    How a task author checks an eval command before any agent runs. KSI grades
+    a temporary COPY of --workspace, exactly as it grades a copy of each
+    attempt's repo/, so your directory is never modified: a score.json already
+    in it is deleted from the copy only, and whatever the eval command writes
+    lands in the copy.
+
+    Exit status: 0 when the workspace was scored (whatever the score), 1 when
+    it could not be scored (timeout, no eval command, the command could not
+    start...: see status), 2 for bad input (unknown task id, missing paths,
+    bad options).
+    """
+    outcome = grade_workspace(
+        tasks_path,
+        task_id,
+        workspace,
+        task_source=task_source,
+        evaluator=evaluator,
+        evaluator_options=evaluator_option or (),
+        keep_copy=keep_copy,
+        log_dir=log_dir,
+    )
+    if as_json:
+        echo_json(outcome.result.as_dict())
+    else:
+        _print_outcome(outcome)
+    if not outcome.result.scored:
+        raise typer.Exit(1)
 
 
 def register(app: typer.Typer) -> None:
-    """Add this module's commands to ``app``."""
+    """Add ``ksi grade`` to ``app``."""
+    app.command("grade")(handle_errors(grade))

@@ -1,1 +1,314 @@
-"""Placeholder: being written."""
+"""The built-in ``command`` evaluator: a task's eval command decides the score.
+
+It runs the task's ``eval_command`` with a shell, on the host, in the
+directory it is given (a copy of the attempt's ``repo/``), and scores it by
+the contract in :mod:`ksi.eval.scoring`. An attempt that cannot be judged
+(timeout, no workspace, a shell that cannot start, no eval command) is
+*unscored* (``native_score=None``) with a ``status`` that says why, never
+0.0: a broken grader must not look like a wrong answer.
+
+The command runs with the privileges and environment of whoever runs KSI,
+plus ``KSI_TASK_ID`` and ``KSI_EVAL_WORKDIR``: a tasks file is code.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+import attrs
+
+from ksi.errors import UserInputError
+from ksi.eval.scoring import (
+    STATUS_MISSING_WORKSPACE,
+    STATUS_NO_EVAL,
+    STATUS_SCORED,
+    STATUS_SPAWN_FAILED,
+    STATUS_TIMEOUT,
+    read_score_file,
+    remove_stale_score_file,
+    score_from_exit_code,
+)
+from ksi.hookspecs import Register, hookimpl
+from ksi.interfaces import EnvironmentHandle
+from ksi.models import EvalResult, TaskSpec
+from ksi.proc import read_tail, run_process
+
+#: Seconds an eval command may run when the task does not say.
+DEFAULT_TIMEOUT_SEC = 300.0
+#: Status of an attempt that could not be graded for a reason on KSI's side
+#: (the starting files could not be copied, a stale score.json could not be deleted).
+STATUS_EVAL_ERROR = "eval_error"
+STDOUT_LOG = "eval.stdout.log"
+STDERR_LOG = "eval.stderr.log"
+
+_EXIT_HINTS = {
+    126: "exit code 126: the shell found the command but could not execute it "
+    "(permission or format problem?)",
+    127: "exit code 127: the shell could not find the command (or the command itself "
+    "exited 127); check the task's eval command and the files it needs",
+}
+
+
+def _positive_or_none(_inst: object, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value is not None and not (math.isfinite(value) and value > 0):
+        raise ValueError(f"{attribute.name} must be a number > 0, got {value!r}")
+
+
+def _positive_int(_inst: object, attribute: attrs.Attribute[Any], value: int) -> None:
+    if value <= 0:
+        raise ValueError(f"{attribute.name} must be > 0, got {value!r}")
+
+
+@attrs.frozen
+class CommandEvaluator:
+    """Run the task's eval command in the workspace; exit code or score.json is the score.
+
+    Options (``--evaluator-option KEY=VALUE``):
+
+    * ``shell``: the shell that runs the command as ``<shell> -c <command>``.
+    * ``timeout_sec``: overrides every task's ``eval_timeout_sec``.
+    * ``tail_bytes``: how much of the end of stdout and stderr the result keeps.
+    * ``log_cap_bytes``: the most of each stream written to the eval logs.
+    * ``keep_workdir``: for :meth:`evaluate` only; keep the fresh copy of the
+      task's starting files it grades when no workspace is given.
+    """
+
+    name: ClassVar[str] = "command"
+    aliases: ClassVar[tuple[str, ...]] = ()
+    description: ClassVar[str] = (
+        "Run the task's eval command on the host in the workspace: exit 0 -> 1.0, "
+        'nonzero -> 0.0, a score.json {"score": x} written by it overrides.'
+    )
+    grades_in: ClassVar[Literal["host", "environment"]] = "host"
+
+    shell: str = "/bin/sh"
+    timeout_sec: float | None = attrs.field(default=None, validator=_positive_or_none)
+    tail_bytes: int = attrs.field(default=4096, validator=_positive_int)
+    log_cap_bytes: int = attrs.field(default=10 * 1024 * 1024, validator=_positive_int)
+    keep_workdir: bool = False
+
+    # -- the Evaluator protocol ----------------------------------------------
+    def grade(
+        self,
+        task: TaskSpec,
+        workdir: Path,
+        *,
+        env: EnvironmentHandle | None = None,
+        log_dir: Path | None = None,
+    ) -> EvalResult:
+        """Grade ``workdir`` in place (callers hand it a copy); never raises for the attempt.
+
+        ``env`` is unused: this evaluator always runs on the host. With
+        ``log_dir``, the full (capped) stdout and stderr are kept there as
+        ``eval.stdout.log`` and ``eval.stderr.log``.
+        """
+        command = str(task.metadata.get("eval_command") or "").strip()
+        workdir = Path(workdir).absolute()
+        base: dict[str, Any] = {"eval_workdir": str(workdir)}
+        if not command:
+            return EvalResult(
+                STATUS_NO_EVAL,
+                None,
+                notes=(f"task {task.id!r} has no eval command; nothing to grade",),
+                details={"command": ""},
+                **base,
+            )
+        timeout = self._timeout_for(task)
+        details: dict[str, Any] = {"command": command, "timeout_sec": timeout}
+        if not workdir.is_dir():
+            what = "is not a directory" if workdir.exists() else "does not exist"
+            return EvalResult(
+                STATUS_MISSING_WORKSPACE,
+                None,
+                notes=(f"workspace {str(workdir)!r} {what}; unscored",),
+                details=details,
+                **base,
+            )
+        notes: list[str] = []
+        try:
+            stale = remove_stale_score_file(workdir)
+        except OSError as exc:
+            return EvalResult(
+                STATUS_EVAL_ERROR,
+                None,
+                notes=(f"could not delete the stale score.json in the workspace: {exc}",),
+                details=details,
+                **base,
+            )
+        if stale:
+            notes.append(stale)
+        if log_dir is not None:
+            log_dir.mkdir(parents=True, exist_ok=True)
+            return self._run(task, command, timeout, workdir, log_dir, notes, details)
+        with tempfile.TemporaryDirectory(prefix="ksi-eval-logs-") as tmp:
+            result = self._run(task, command, timeout, workdir, Path(tmp), notes, details)
+        return attrs.evolve(
+            result,
+            details={k: v for k, v in result.details.items() if not k.endswith("_log")},
+        )
+
+    # -- the original KSI's API ------------------------------------------------
+    def evaluate(
+        self,
+        task: TaskSpec,
+        model_output: str = "",
+        runtime_meta: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """Grade a task the way the original KSI did; return :meth:`EvalResult.as_dict`.
+
+        With ``runtime_meta["host_workspace_repo_dir"]`` that directory is
+        graded in place. Without it, a fresh copy of the task's starting files
+        (``metadata["repo_path"]``) is made in a temporary directory and
+        graded there, so the seed is never touched; the copy is removed
+        afterwards unless ``keep_workdir`` is set. ``eval_workdir`` always says
+        where the command ran (``details["eval_workdir_removed"]`` tells
+        whether it is gone). ``model_output`` is accepted and ignored.
+        """
+        del model_output
+        given = (runtime_meta or {}).get("host_workspace_repo_dir")
+        if given:
+            return self.grade(task, Path(str(given))).as_dict()
+        tmp = Path(tempfile.mkdtemp(prefix=f"ksi-eval-{_safe(task.id)}-"))
+        workdir = tmp / "repo"
+        try:
+            try:
+                _seed(task, workdir)
+            except Exception as exc:  # any failure to copy means nothing to grade
+                result = EvalResult(
+                    STATUS_MISSING_WORKSPACE,
+                    None,
+                    eval_workdir=str(workdir),
+                    notes=(
+                        f"could not copy the starting files of task {task.id!r} "
+                        f"(metadata repo_path={task.metadata.get('repo_path')!r}): "
+                        f"{type(exc).__name__}: {exc}",
+                    ),
+                )
+            else:
+                result = self.grade(task, workdir)
+        finally:
+            if not self.keep_workdir:
+                shutil.rmtree(tmp, ignore_errors=True)
+        data = result.as_dict()
+        data["details"]["eval_workdir_removed"] = not self.keep_workdir
+        return data
+
+    # -- internals -------------------------------------------------------------
+    def _timeout_for(self, task: TaskSpec) -> float:
+        if self.timeout_sec is not None:
+            return float(self.timeout_sec)
+        raw = task.metadata.get("eval_timeout_sec")
+        if raw is None or raw == "":
+            return DEFAULT_TIMEOUT_SEC
+        try:
+            if isinstance(raw, bool):
+                raise TypeError
+            value = float(raw)
+        except (TypeError, ValueError):
+            value = math.nan
+        if not (math.isfinite(value) and value > 0):
+            raise UserInputError(
+                f"task {task.id!r}: metadata eval_timeout_sec must be a number of seconds > 0, "
+                f"got {raw!r}; fix the task or pass --evaluator-option timeout_sec=SECONDS"
+            )
+        return value
+
+    def _run(
+        self,
+        task: TaskSpec,
+        command: str,
+        timeout: float,
+        workdir: Path,
+        log_dir: Path,
+        notes: list[str],
+        details: dict[str, Any],
+    ) -> EvalResult:
+        stdout_log, stderr_log = log_dir / STDOUT_LOG, log_dir / STDERR_LOG
+        env = {
+            **os.environ,
+            "KSI_TASK_ID": task.id,
+            "KSI_EVAL_WORKDIR": str(workdir),
+        }
+        proc = run_process(
+            [self.shell, "-c", command],
+            cwd=workdir,
+            env=env,
+            timeout=timeout,
+            stdout_path=stdout_log,
+            stderr_path=stderr_log,
+            log_cap_bytes=self.log_cap_bytes,
+        )
+        details = {
+            **details,
+            "stdout_log": str(stdout_log),
+            "stderr_log": str(stderr_log),
+            "output_truncated": proc.output_truncated,
+            "stragglers_killed": proc.stragglers_killed,
+        }
+        common: dict[str, Any] = {
+            "exit_code": proc.exit_code,
+            "stdout_tail": read_tail(stdout_log, self.tail_bytes),
+            "stderr_tail": read_tail(stderr_log, self.tail_bytes),
+            "eval_workdir": str(workdir),
+            "duration_sec": proc.duration_sec,
+        }
+        if proc.output_truncated:
+            notes.append(f"eval output was cut at {self.log_cap_bytes} bytes per stream")
+        if proc.stragglers_killed and not proc.timed_out:
+            notes.append(
+                f"killed processes the eval command left running ({proc.stragglers_killed} "
+                "signalled)"
+            )
+        if proc.spawn_error is not None:
+            notes.append(
+                f"could not start the eval command with shell {self.shell!r}: {proc.spawn_error}"
+            )
+            return EvalResult(
+                STATUS_SPAWN_FAILED, None, notes=tuple(notes), details=details, **common
+            )
+        if proc.timed_out or proc.exit_code is None:
+            notes.append(
+                f"eval command did not finish within {timeout:g}s; it and every process it "
+                "started were killed; unscored"
+            )
+            return EvalResult(STATUS_TIMEOUT, None, notes=tuple(notes), details=details, **common)
+        score = score_from_exit_code(proc.exit_code)
+        details["score_source"] = "exit_code"
+        if proc.exit_code in _EXIT_HINTS:
+            notes.append(_EXIT_HINTS[proc.exit_code])
+        elif proc.exit_code < 0:
+            notes.append(f"eval command was killed by signal {-proc.exit_code}")
+        found = read_score_file(workdir)
+        if found.problem is not None:
+            notes.append(found.problem)
+        elif found.score is not None:
+            score = found.score
+            details["score_source"] = "score.json"
+        return EvalResult(STATUS_SCORED, score, notes=tuple(notes), details=details, **common)
+
+
+def _safe(text: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in text)[:40] or "task"
+
+
+def _seed(task: TaskSpec, dest: Path) -> None:
+    """Copy the task's starting files into ``dest`` (which must not exist yet).
+
+    Uses the task sources' own seeding (``ksi.tasks.seed.seed_repo``), which
+    knows every way a task can carry starting files.
+    """
+    from ksi.tasks.seed import seed_repo
+
+    seed_repo(task, dest)
+
+
+@hookimpl(trylast=True)
+def ksi_register_evaluators(register: Register) -> None:
+    """Register the built-in ``command`` evaluator."""
+    register(CommandEvaluator)
