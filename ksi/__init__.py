@@ -16,7 +16,7 @@ from ksi.models import EvalResult, Problem, TaskSpec
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
-    from ksi.run.models import RunSummary
+    from ksi.runner.models import RunSummary
 
 __all__ = [
     "EvalResult",
@@ -32,7 +32,7 @@ __all__ = [
 
 
 def run(*args: Any, **kwargs: Any) -> RunSummary:
-    """Run agents on tasks; see :func:`ksi.run.api.run` for the arguments."""
-    from ksi.run.api import run as _run
+    """Run agents on tasks; see :func:`ksi.runner.api.run` for the arguments."""
+    from ksi.runner.api import run as _run
 
     return _run(*args, **kwargs)

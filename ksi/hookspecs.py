@@ -32,7 +32,7 @@ import pluggy
 if TYPE_CHECKING:
     import typer
 
-    from ksi.run.models import AttemptRecord, RunInfo, RunSummary
+    from ksi.runner.models import AttemptRecord, RunInfo, RunSummary
 
 PROJECT_NAME = "ksi"
 

@@ -1,7 +1,264 @@
-"""Placeholder: being written."""
+"""``ksi run``, ``ksi report``, ``ksi regrade`` and ``ksi check``."""
+
+from __future__ import annotations
+
+import json
+import signal
+import tempfile
+from pathlib import Path
+from typing import Annotated, Any
 
 import typer
 
+from ksi.cli.common import echo_json, handle_errors, is_tty
+from ksi.cli.summary_view import print_summary
+from ksi.errors import UserInputError
+from ksi.options import parse_bool, parse_key_values
+from ksi.runner.api import default_run_dir
+from ksi.runner.config import RunConfig, default_concurrency
+from ksi.runner.engine import Runner, summarize_run
+from ksi.runner.layout import RunLayout
+from ksi.runner.models import RunSummary
+from ksi.runner.progress import PlainProgress, Progress, RichProgress
+from ksi.runner.report import build_report
+from ksi.serialization import to_data
+
+
+def _split_ids(value: str | None) -> list[str] | None:
+    if not value:
+        return None
+    return [x.strip() for x in value.split(",") if x.strip()]
+
+
+def _progress() -> Progress:
+    return RichProgress() if is_tty() else PlainProgress()
+
+
+def _sigterm_as_interrupt() -> None:
+    def handler(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, handler)
+
+
+def _parse_wipe(value: str) -> bool:
+    try:
+        return parse_bool(value)
+    except ValueError as exc:
+        raise UserInputError(f"--wipe-workspace-per-task: {exc}") from exc
+
+
+def run_command(
+    tasks: Annotated[Path | None, typer.Argument(help="Tasks file or directory.")] = None,
+    tasks_path: Annotated[Path | None, typer.Option("--tasks-path", help="Same as TASKS.")] = None,
+    task_source: Annotated[str, typer.Option(help="Task source name.")] = "custom",
+    agent: Annotated[str | None, typer.Option(help="Agent name (ksi agents lists them).")] = None,
+    agent_option: Annotated[
+        list[str] | None, typer.Option(help="KEY=VALUE for the agent (repeatable).")
+    ] = None,
+    agent_env: Annotated[
+        list[str] | None,
+        typer.Option(help="Host environment variable to pass to the agent (repeatable)."),
+    ] = None,
+    model: Annotated[str | None, typer.Option(help="Model for agents that take one.")] = None,
+    environment: Annotated[str, typer.Option(help="local, sandbox, docker, ...")] = "local",
+    environment_option: Annotated[
+        list[str] | None, typer.Option(help="KEY=VALUE for the environment (repeatable).")
+    ] = None,
+    image: Annotated[str | None, typer.Option(help="Docker image for the run.")] = None,
+    network: Annotated[str | None, typer.Option(help="none, bridge or host.")] = None,
+    cpus: Annotated[str | None, typer.Option(help="CPU limit per attempt (docker).")] = None,
+    memory: Annotated[str | None, typer.Option(help="Memory limit per attempt (docker).")] = None,
+    evaluator: Annotated[
+        str | None, typer.Option(help="Evaluator (default: the task source's).")
+    ] = None,
+    evaluator_option: Annotated[
+        list[str] | None, typer.Option(help="KEY=VALUE for the evaluator (repeatable).")
+    ] = None,
+    eval_in: Annotated[
+        str, typer.Option(help="host (grade a copy on the host) or environment.")
+    ] = "host",
+    attempts: Annotated[int, typer.Option(min=1, help="Independent attempts per task.")] = 1,
+    concurrency: Annotated[
+        int | None, typer.Option(min=1, help="Attempts at once (default: CPUs, max 8).")
+    ] = None,
+    timeout: Annotated[
+        float | None, typer.Option(min=0.001, help="Agent wall clock per attempt, seconds.")
+    ] = None,
+    task_ids: Annotated[str | None, typer.Option(help="Only these task ids (a,b).")] = None,
+    max_tasks: Annotated[int | None, typer.Option(min=1, help="Only the first N.")] = None,
+    wipe_workspace_per_task: Annotated[
+        str,
+        typer.Option(
+            "--wipe-workspace-per-task",
+            help="true: grade a captured copy and remove the workspace; false: grade the live one.",
+        ),
+    ] = "true",
+    run_dir: Annotated[Path | None, typer.Option(help="Run directory.")] = None,
+    runs_root: Annotated[Path, typer.Option(help="Parent of run directories.")] = Path("runs"),
+    run_name: Annotated[
+        str | None, typer.Option(help="Run directory name under --runs-root.")
+    ] = None,
+    resume: Annotated[bool, typer.Option("--resume", help="Resume the run in --run-dir.")] = False,
+    retries: Annotated[
+        int, typer.Option(min=0, help="Retry attempts that ended unscored or in error.")
+    ] = 0,
+    solved_threshold: Annotated[float, typer.Option(help="Score that counts as solved.")] = 1.0,
+    max_cost: Annotated[
+        float | None, typer.Option(help="Stop launching attempts once spend reaches USD.")
+    ] = None,
+    output_json: Annotated[Path | None, typer.Option(help="Write the JSON report here.")] = None,
+    executor: Annotated[str, typer.Option(help="Where attempts are scheduled.")] = "local",
+) -> None:
+    """Run an agent on every task, grade every attempt, and print the summary.
+
+    Re-running the same command on the same run directory resumes it: only
+    missing attempts (and, with --retries, unscored or failed ones) run.
+    """
+    path = tasks or tasks_path
+    env_options = parse_key_values(environment_option or [], "--environment-option")
+    for key, value in (("image", image), ("network", network), ("cpus", cpus), ("memory", memory)):
+        if value is not None:
+            env_options[key] = value
+    if run_dir is None:
+        if resume and run_name is None:
+            raise UserInputError("--resume needs --run-dir (or --runs-root and --run-name)")
+        run_dir = default_run_dir(runs_root, run_name)
+    layout = RunLayout(run_dir)
+    if resume and not layout.run_json.exists():
+        raise UserInputError(f"--resume: {run_dir} holds no run (no run.json)")
+    stored_config: dict[str, Any] = {}
+    if layout.run_json.exists():
+        stored_config = json.loads(layout.run_json.read_text()).get("config", {})
+    if resume and path is None and agent is None:
+        config = RunConfig(**{k: v for k, v in stored_config.items() if k in _config_fields()})
+        if concurrency is not None:
+            config.concurrency = concurrency
+        config.retries = max(config.retries, retries)
+        if output_json is not None:
+            config.output_json = str(output_json.resolve())
+    else:
+        if agent is None:
+            raise UserInputError(
+                "--agent is required (e.g. --agent oracle; `ksi agents` lists them)"
+            )
+        if path is None:
+            raise UserInputError("give the tasks: ksi run TASKS_PATH --agent NAME")
+        config = RunConfig(
+            agent=agent,
+            task_source=task_source,
+            tasks_path=str(path.resolve()),
+            agent_options=parse_key_values(agent_option or [], "--agent-option"),
+            model=model,
+            environment=environment,
+            environment_options=env_options,
+            evaluator=evaluator,
+            evaluator_options=parse_key_values(evaluator_option or [], "--evaluator-option"),
+            eval_in=_check_choice("--eval-in", eval_in, ("host", "environment")),
+            executor=executor,
+            attempts=attempts,
+            concurrency=concurrency or default_concurrency(),
+            timeout_sec=timeout,
+            task_ids=_split_ids(task_ids),
+            max_tasks=max_tasks,
+            wipe_workspace=_parse_wipe(wipe_workspace_per_task),
+            retries=retries,
+            solved_threshold=solved_threshold,
+            max_cost_usd=max_cost,
+            agent_env=list(agent_env or []),
+            output_json=str(output_json.resolve()) if output_json else None,
+        )
+    _sigterm_as_interrupt()
+    runner = Runner(config, run_dir, progress=_progress())
+    summary = runner.run()
+    for problem in runner.observer_errors:
+        typer.echo(f"warning: {problem}", err=True)
+    print_summary(summary, rich_output=is_tty())
+
+
+def _config_fields() -> set[str]:
+    import attrs
+
+    return {f.name for f in attrs.fields(RunConfig)}
+
+
+def _check_choice(flag: str, value: str, choices: tuple[str, ...]) -> str:
+    if value not in choices:
+        raise UserInputError(f"{flag}: {value!r} is not one of {', '.join(choices)}")
+    return value
+
+
+def report_command(
+    run_dir: Annotated[Path, typer.Argument(help="A run directory.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print the full JSON report.")] = False,
+    solved_threshold: Annotated[
+        float | None, typer.Option(help="Override the run's solved threshold.")
+    ] = None,
+) -> None:
+    """Print a run's summary again, from its journal alone."""
+    if as_json:
+        echo_json(build_report(run_dir))
+        return
+    print_summary(summarize_run(run_dir, solved_threshold=solved_threshold), rich_output=is_tty())
+
+
+def regrade_command(
+    run_dir: Annotated[Path, typer.Argument(help="A run directory.")],
+    evaluator: Annotated[str | None, typer.Option(help="Evaluator to grade with.")] = None,
+    evaluator_option: Annotated[
+        list[str] | None, typer.Option(help="KEY=VALUE for the evaluator (repeatable).")
+    ] = None,
+) -> None:
+    """Grade every attempt of a run again from its captured repos."""
+    from ksi.runner.regrade import regrade_run
+
+    summary = regrade_run(
+        run_dir,
+        evaluator=evaluator,
+        evaluator_options=parse_key_values(evaluator_option or [], "--evaluator-option"),
+    )
+    print_summary(summary, rich_output=is_tty())
+
+
+def check_command(
+    tasks: Annotated[Path, typer.Argument(help="Tasks file or directory.")],
+    task_source: Annotated[str, typer.Option(help="Task source name.")] = "custom",
+    environment: Annotated[str, typer.Option(help="Where the agents run.")] = "local",
+    concurrency: Annotated[int | None, typer.Option(min=1)] = None,
+    run_dir: Annotated[
+        Path | None, typer.Option(help="Keep the check runs here (default: a temp dir).")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Run `oracle` and `nop` on every task and list the broken ones.
+
+    A task is broken when its own solution does not solve it, or when it
+    passes with no work at all. Exit code 1 when any task is broken.
+    """
+    from ksi.runner.check import check_tasks
+
+    base = run_dir or Path(tempfile.mkdtemp(prefix="ksi-check-"))
+    result = check_tasks(
+        tasks,
+        task_source=task_source,
+        environment=environment,
+        base_dir=base,
+        concurrency=concurrency or default_concurrency(),
+    )
+    if as_json:
+        echo_json(to_data(result))
+    else:
+        for line in result.lines():
+            typer.echo(line)
+    if result.broken:
+        raise typer.Exit(1)
+
 
 def register(app: typer.Typer) -> None:
-    """Add this module's commands to ``app``."""
+    app.command("run")(handle_errors(run_command))
+    app.command("report")(handle_errors(report_command))
+    app.command("regrade")(handle_errors(regrade_command))
+    app.command("check")(handle_errors(check_command))
+
+
+__all__ = ["RunSummary", "register"]

@@ -67,6 +67,8 @@ class AttemptRecord:
     started_at: str = ""
     finished_at: str = ""
     retryable: bool = False
+    #: Set when ``ksi regrade`` produced this record from an earlier one.
+    regraded_at: str = ""
 
 
 @attrs.frozen

@@ -1,0 +1,93 @@
+"""Printing a run summary: a rich table on a terminal, plain aligned text otherwise."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer
+
+from ksi.runner.models import RunSummary
+
+
+def _score(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def _money(value: float | None) -> str:
+    return "-" if value is None else f"${value:.4f}"
+
+
+def summary_lines(summary: RunSummary) -> list[str]:
+    """The totals, one ``label: value`` line each (also used for the plain view)."""
+    lines = [
+        f"run: {summary.run_id}  ({summary.run_dir})",
+        f"tasks: {summary.n_tasks}   attempts journalled: {summary.n_attempts}",
+        f"solved: {summary.solved_tasks}/{summary.n_tasks} "
+        f"(solve rate {summary.solve_rate:.1%}, threshold {summary.solved_threshold:g})",
+        f"mean best score: {_score(summary.mean_best_score)}",
+        f"unscored attempts: {summary.unscored_attempts}   "
+        f"error attempts: {summary.error_attempts}",
+    ]
+    if summary.pass_at_k:
+        lines.append("pass@k: " + "  ".join(f"{k}={v:.3f}" for k, v in summary.pass_at_k.items()))
+    if summary.input_tokens or summary.output_tokens or summary.total_cost_usd is not None:
+        lines.append(
+            f"tokens: in {summary.input_tokens:,}  out {summary.output_tokens:,}  "
+            f"cache read {summary.cache_read_tokens:,}  cache write {summary.cache_write_tokens:,}"
+        )
+        lines.append(
+            f"cost: {_money(summary.total_cost_usd)}   "
+            f"per solved task: {_money(summary.cost_per_solved_task)}"
+        )
+    if summary.wall_time_sec is not None:
+        lines.append(f"wall time: {summary.wall_time_sec:.1f}s")
+    state = "complete" if summary.run_complete else "incomplete"
+    if summary.stopped_reason:
+        state += f" (stopped: {summary.stopped_reason})"
+    lines.append(f"run: {state}")
+    return lines
+
+
+def print_summary(summary: RunSummary, *, rich_output: bool) -> None:
+    if rich_output:
+        from rich.console import Console
+        from rich.table import Table
+
+        table = Table(title="Per task")
+        for col in ("task", "best", "solved", "attempts", "scored", "unscored", "errors", "cost"):
+            table.add_column(col, justify="left" if col == "task" else "right")
+        for t in summary.tasks:
+            table.add_row(
+                t.task_id,
+                _score(t.best_score),
+                "yes" if t.solved else "no",
+                str(t.attempts),
+                str(t.scored),
+                str(t.unscored),
+                str(t.errors),
+                _money(t.cost_usd),
+            )
+        console = Console()
+        console.print(table)
+        for line in summary_lines(summary):
+            console.print(line, highlight=False)
+        return
+    rows: list[Any] = [("task", "best", "solved", "attempts", "scored", "unscored", "errors")]
+    for t in summary.tasks:
+        rows.append(
+            (
+                t.task_id,
+                _score(t.best_score),
+                "yes" if t.solved else "no",
+                t.attempts,
+                t.scored,
+                t.unscored,
+                t.errors,
+            )
+        )
+    widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
+    for r in rows:
+        typer.echo("  ".join(str(v).ljust(w) for v, w in zip(r, widths, strict=True)).rstrip())
+    typer.echo("")
+    for line in summary_lines(summary):
+        typer.echo(line)

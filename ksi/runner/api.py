@@ -1,0 +1,86 @@
+"""``ksi.run()``: the whole of ``ksi run`` from Python."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from ksi.errors import UserInputError
+from ksi.models import TaskSpec
+from ksi.runner.config import RunConfig
+from ksi.runner.engine import Runner
+from ksi.runner.models import RunSummary
+from ksi.runner.progress import Progress
+
+
+def default_run_dir(runs_root: str | Path = "runs", run_name: str | None = None) -> Path:
+    name = run_name or dt.datetime.now().strftime("run-%Y%m%d-%H%M%S")
+    return Path(runs_root) / name
+
+
+def run(
+    tasks: Sequence[TaskSpec] | str | Path,
+    *,
+    agent: Any,
+    evaluator: Any = None,
+    environment: Any = "local",
+    attempts: int = 1,
+    concurrency: int | None = None,
+    run_dir: str | Path | None = None,
+    task_source: str = "custom",
+    agent_options: Mapping[str, Any] | None = None,
+    progress: Progress | None = None,
+    **options: Any,
+) -> RunSummary:
+    """Run ``agent`` on every task and return the summary, with every attempt's record.
+
+    ``tasks`` is a list of :class:`~ksi.models.TaskSpec` or a path for
+    ``task_source``; ``agent``, ``evaluator`` and ``environment`` are names
+    (as on the command line), component classes, or ready instances. Other
+    keyword arguments are :class:`~ksi.runner.config.RunConfig` fields
+    (``timeout_sec``, ``retries``, ``wipe_workspace``, ``model``...). Running
+    again with the same ``run_dir`` resumes.
+    """
+    known = {f.name for f in attrs.fields(RunConfig)}
+    unknown = sorted(set(options) - known)
+    if unknown:
+        raise UserInputError(
+            f"ksi.run(): unknown option(s) {', '.join(unknown)}; valid: {', '.join(sorted(known))}"
+        )
+    given_tasks: list[TaskSpec] | None = None
+    tasks_path: str | None = None
+    if isinstance(tasks, (str, Path)):
+        tasks_path = str(tasks)
+    else:
+        given_tasks = list(tasks)
+    fields: dict[str, Any] = {
+        "agent": agent if isinstance(agent, str) else str(getattr(agent, "name", agent)),
+        "environment": environment
+        if isinstance(environment, str)
+        else str(getattr(environment, "name", environment)),
+        "evaluator": evaluator
+        if isinstance(evaluator, str) or evaluator is None
+        else str(getattr(evaluator, "name", evaluator)),
+        "task_source": task_source,
+        "tasks_path": tasks_path,
+        "attempts": attempts,
+        "agent_options": dict(agent_options or {}),
+        **options,
+    }
+    if concurrency is not None:
+        fields["concurrency"] = concurrency
+    config = RunConfig(**fields)
+    runner = Runner(
+        config,
+        Path(run_dir) if run_dir is not None else default_run_dir(),
+        tasks=given_tasks,
+        agent=agent,
+        evaluator=evaluator,
+        environment=environment,
+        progress=progress,
+    )
+    return runner.run()

@@ -1,0 +1,34 @@
+"""Looking up and instantiating a run's components by name (or taking objects as given)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ksi.options import create_component
+from ksi.plugins import registry
+
+#: The command-line flag that carries each kind's options, for error messages.
+OPTION_FLAGS = {
+    "agent": "--agent-option",
+    "environment": "--environment-option",
+    "evaluator": "--evaluator-option",
+    "executor": "--executor-option",
+    "task source": "--task-source-option",
+}
+
+
+def resolve(kind: str, spec: Any, options: Mapping[str, Any] | None = None) -> tuple[Any, str]:
+    """Return ``(instance, plugin name)`` for a name, a class, or a ready instance."""
+    options = options or {}
+    flag = OPTION_FLAGS.get(kind, "--option")
+    if isinstance(spec, str):
+        reg = registry(kind).get(spec)
+        return create_component(reg.obj, options, kind=kind, option_flag=flag), reg.plugin
+    if isinstance(spec, type):
+        return create_component(spec, options, kind=kind, option_flag=flag), "(python object)"
+    return spec, "(python object)"
+
+
+def component_name(obj: Any) -> str:
+    return str(getattr(obj, "name", None) or type(obj).__name__)

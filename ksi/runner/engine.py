@@ -1,0 +1,587 @@
+"""Running every attempt of a run: the lifecycle in DESIGN.md, made durable.
+
+Per attempt: seed ``workspace/repo`` from the task's pristine seed, start the
+environment, let the agent work, grade (inside the environment for
+evaluators that ask for it; otherwise on the host, on a copy of the captured
+repo), journal one record, wipe. Any failure of KSI or of the environment
+becomes an ``error`` record for that attempt, never the end of the run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import fcntl
+import os
+import platform
+import random
+import shutil
+import threading
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from ksi import __version__
+from ksi.errors import KsiError, RunError, UserInputError
+from ksi.interfaces import AgentContext, AgentOutcome, AttemptContext, ExecResult
+from ksi.models import EvalResult, TaskSpec
+from ksi.plugins import get_plugins
+from ksi.runner.capture import capture_repo, remove_tree
+from ksi.runner.components import component_name, resolve
+from ksi.runner.config import RunConfig, resume_mismatches, task_set_fingerprint
+from ksi.runner.diff import write_diff
+from ksi.runner.journal import Journal, latest_by_attempt, read_records
+from ksi.runner.layout import RunLayout
+from ksi.runner.models import AttemptRecord, RunInfo, RunSummary, Timings
+from ksi.runner.progress import NullProgress, Progress
+from ksi.runner.summary import summarize
+from ksi.serialization import to_data, write_json_atomic
+
+#: Agent statuses meaning the agent never really worked on the task.
+AGENT_INFRA_STATUSES = frozenset(
+    {"auth_error", "rate_limited", "overloaded", "budget_exceeded", "error"}
+)
+RETRYABLE_AGENT_STATUSES = frozenset({"rate_limited", "overloaded"})
+#: Eval statuses that are deterministic: retrying cannot change them.
+FINAL_EVAL_STATUSES = frozenset({"no_eval"})
+DEFAULT_AGENT_TIMEOUT_SEC = 1800.0
+BACKOFF_BASE_SEC = 2.0
+BACKOFF_MAX_SEC = 120.0
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds")
+
+
+@attrs.frozen
+class PlannedAttempt:
+    task: TaskSpec
+    attempt: int
+    try_number: int = 0
+
+
+class RunInterrupted(KsiError):
+    """The user stopped the run; the journal holds every finished attempt."""
+
+    exit_code = 130
+
+
+class Runner:
+    """One invocation of ``ksi run`` (a new run, or a resume of an existing one)."""
+
+    def __init__(
+        self,
+        config: RunConfig,
+        run_dir: Path,
+        *,
+        tasks: Sequence[TaskSpec] | None = None,
+        agent: Any = None,
+        evaluator: Any = None,
+        environment: Any = None,
+        progress: Progress | None = None,
+    ) -> None:
+        self.config = config
+        self.layout = RunLayout(Path(run_dir).resolve())
+        self._given_tasks = tasks
+        self._agent_spec = agent if agent is not None else config.agent
+        self._evaluator_spec = evaluator
+        self._environment_spec = environment if environment is not None else config.environment
+        self.progress = progress or NullProgress()
+        self._stop = threading.Event()
+        self._stop_reason = ""
+        self._interrupted = False
+        self._spent_usd = 0.0
+        self._spend_lock = threading.Lock()
+        self._seed_locks: dict[str, threading.Lock] = {}
+        self._seed_locks_guard = threading.Lock()
+        self._active: dict[int, Any] = {}
+        self._active_lock = threading.Lock()
+        self.observer_errors: list[str] = []
+
+    # -- setup ----------------------------------------------------------------
+    def _load_tasks(self) -> tuple[list[TaskSpec], Any]:
+        from ksi.tasks.loaders import get_task_source
+
+        source = None
+        if self._given_tasks is not None:
+            tasks = list(self._given_tasks)
+        else:
+            if not self.config.tasks_path:
+                raise UserInputError("no tasks: give a tasks path (ksi run TASKS_PATH ...)")
+            source = get_task_source(self.config.task_source)
+            tasks = source.load(Path(self.config.tasks_path))
+        ids = [t.id for t in tasks]
+        dupes = sorted({i for i in ids if ids.count(i) > 1}) if len(set(ids)) != len(ids) else []
+        if dupes:
+            raise UserInputError(f"duplicate task ids: {', '.join(dupes)}")
+        if self.config.task_ids:
+            known = set(ids)
+            unknown = [i for i in self.config.task_ids if i not in known]
+            if unknown:
+                raise UserInputError(
+                    f"--task-ids: unknown task id(s) {', '.join(map(repr, unknown))}; "
+                    "`ksi tasks list` shows the ids"
+                )
+            wanted = set(self.config.task_ids)
+            tasks = [t for t in tasks if t.id in wanted]
+        if self.config.max_tasks is not None:
+            tasks = tasks[: self.config.max_tasks]
+        if not tasks:
+            raise UserInputError("no tasks to run after applying --task-ids/--max-tasks")
+        return tasks, source
+
+    def _resolve_components(self, source: Any) -> None:
+        cfg = self.config
+        self.agent, self.agent_plugin = resolve("agent", self._agent_spec, cfg.agent_options)
+        self.environment, self.environment_plugin = resolve(
+            "environment", self._environment_spec, cfg.environment_options
+        )
+        evaluator_spec = self._evaluator_spec or cfg.evaluator
+        if evaluator_spec is None:
+            evaluator_spec = getattr(source, "default_evaluator", None) or "command"
+        self.evaluator, self.evaluator_plugin = resolve(
+            "evaluator", evaluator_spec, cfg.evaluator_options
+        )
+        self.executor, _ = resolve("executor", cfg.executor)
+        self.grades_in = getattr(self.evaluator, "grades_in", "host")
+        if cfg.eval_in == "environment":
+            self.grades_in = "environment"
+
+    def _preflight(self, tasks: list[TaskSpec]) -> None:
+        problems: list[str] = []
+        check = getattr(self.agent, "check_tasks", None)
+        if callable(check):
+            problems.extend(check(tasks))
+        missing = getattr(self.agent, "missing_credentials", None)
+        if callable(missing):
+            problems.extend(missing(os.environ))
+        else:
+            for var in getattr(self.agent, "required_env", ()):
+                if not os.environ.get(var):
+                    problems.append(
+                        f"agent {component_name(self.agent)!r} needs ${var}; "
+                        f"export {var}=... before running"
+                    )
+        if problems:
+            raise UserInputError("\n".join(problems))
+
+    def _open_run_dir(self, tasks: list[TaskSpec]) -> tuple[dict[str, Any], bool]:
+        layout = self.layout
+        layout.root.mkdir(parents=True, exist_ok=True)
+        self._lock_fh = open(layout.lock, "w")  # noqa: SIM115 - held for the run's life
+        try:
+            fcntl.flock(self._lock_fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            raise RunError(f"{layout.root}: another `ksi run` is using this run directory") from exc
+        fingerprints = task_set_fingerprint(tasks)
+        resumed = layout.run_json.exists()
+        if resumed:
+            import json
+
+            stored = json.loads(layout.run_json.read_text())
+            problems = resume_mismatches(stored, self.config, fingerprints)
+            if problems:
+                raise RunError(
+                    f"{layout.root} holds a different run; refusing to resume it:\n"
+                    + "\n".join(f"  {p}" for p in problems)
+                    + "\nUse a new --run-dir, or the original options."
+                )
+            stored.setdefault("sessions", []).append({"started_at": _now(), "finished_at": None})
+            # Key options matched; the rest (concurrency, retries, report path...)
+            # may change between sessions and the newest values are recorded.
+            stored["config"].update(attrs.asdict(self.config))
+        else:
+            stored = {
+                "run_id": uuid.uuid4().hex[:12],
+                "config": attrs.asdict(self.config),
+                "tasks": fingerprints,
+                "task_ids": [t.id for t in tasks],
+                "sessions": [{"started_at": _now(), "finished_at": None}],
+                "run_complete": False,
+            }
+        stored["versions"] = self._versions()
+        write_json_atomic(layout.run_json, stored)
+        return stored, resumed
+
+    def _versions(self) -> dict[str, Any]:
+        state = get_plugins()
+        used = {self.agent_plugin, self.environment_plugin, self.evaluator_plugin}
+        plugins = {}
+        for name in sorted(used):
+            info = state.infos.get(name)
+            if info is not None:
+                plugins[name] = {"distribution": info.distribution, "version": info.version}
+            else:
+                plugins[name] = {"distribution": name, "version": ""}
+        return {"ksi": __version__, "python": platform.python_version(), "plugins": plugins}
+
+    # -- planning -------------------------------------------------------------
+    def _is_retryable(self, rec: AttemptRecord) -> bool:
+        return rec.retryable and rec.try_number < self.config.retries
+
+    def _plan(self, tasks: list[TaskSpec], records: list[AttemptRecord]) -> list[PlannedAttempt]:
+        latest = latest_by_attempt(records)
+        plan = []
+        for task in tasks:
+            for n in range(1, self.config.attempts + 1):
+                rec = latest.get((task.id, n))
+                if rec is None:
+                    plan.append(PlannedAttempt(task, n, 0))
+                elif self._is_retryable(rec):
+                    plan.append(PlannedAttempt(task, n, rec.try_number + 1))
+        return plan
+
+    # -- the run --------------------------------------------------------------
+    def run(self) -> RunSummary:
+        tasks, source = self._load_tasks()
+        self._resolve_components(source)
+        self._preflight(tasks)
+        stored, resumed = self._open_run_dir(tasks)
+        self.run_id: str = stored["run_id"]
+        self.journal = Journal(self.layout.journal)
+        records = read_records(self.layout.journal)
+        self._spent_usd = sum(float(r.usage.get("cost_usd") or 0.0) for r in records)
+        plan = self._plan(tasks, records)
+        self.info = RunInfo(
+            run_id=self.run_id,
+            run_dir=self.layout.root,
+            config=stored["config"],
+            task_ids=tuple(t.id for t in tasks),
+            attempts_per_task=self.config.attempts,
+        )
+        total = len(tasks) * self.config.attempts
+        try:
+            if resumed:
+                self.environment.cleanup(self.run_id)
+            self.environment.prepare(tasks)
+            self._observe("ksi_run_started", run=self.info)
+            self.progress.start(total, total - len(plan))
+            self._execute(plan)
+        except KeyboardInterrupt:
+            self._interrupted = True
+            self._stop_reason = "interrupted"
+        finally:
+            self.progress.close()
+            self.journal.close()
+            with contextlib.suppress(Exception):
+                self.environment.cleanup(self.run_id)
+        summary = self._finish(stored, tasks)
+        if self._interrupted:
+            raise RunInterrupted(
+                f"run interrupted; {summary.n_attempts}/{total} attempts are in the journal. "
+                f"Resume with the same command (or: ksi run --resume --run-dir {self.layout.root})"
+            )
+        return summary
+
+    def _finish(self, stored: dict[str, Any], tasks: list[TaskSpec]) -> RunSummary:
+        records = read_records(self.layout.journal)
+        latest = latest_by_attempt(records)
+        complete = (
+            not self._interrupted
+            and not self._stop_reason
+            and all((t.id, n) in latest for t in tasks for n in range(1, self.config.attempts + 1))
+        )
+        stored["sessions"][-1]["finished_at"] = _now()
+        stored["run_complete"] = complete
+        stored["stopped_reason"] = self._stop_reason
+        write_json_atomic(self.layout.run_json, stored)
+        summary = summarize_run(self.layout.root)
+        self._observe("ksi_run_finished", run=self.info, summary=summary)
+        return summary
+
+    def _execute(self, plan: list[PlannedAttempt]) -> None:
+        def items() -> Iterator[PlannedAttempt]:
+            for item in plan:
+                if self._stop.is_set():
+                    return
+                yield item
+
+        try:
+            for _ in self.executor.map_unordered(
+                self._run_with_retries, items(), self.config.concurrency
+            ):
+                pass
+        except BaseException as exc:
+            if isinstance(exc, KeyboardInterrupt):
+                self._interrupted = True  # before the kill, so killed attempts are not journalled
+            self._stop.set()
+            self._kill_active()
+            with contextlib.suppress(Exception):
+                self.executor.shutdown()
+            raise
+
+    def _kill_active(self) -> None:
+        with self._active_lock:
+            handles = list(self._active.values())
+        for handle in handles:
+            with contextlib.suppress(Exception):
+                handle.stop()
+
+    def _run_with_retries(self, item: PlannedAttempt) -> None:
+        try_number = item.try_number
+        while not self._stop.is_set():
+            record = self._run_attempt(item.task, item.attempt, try_number)
+            if self._interrupted:
+                return  # an attempt killed by Ctrl-C is not a result; resume re-runs it
+            self._record(record)
+            if not (record.retryable and try_number < self.config.retries):
+                return
+            if record.agent_status in RETRYABLE_AGENT_STATUSES:
+                delay = min(BACKOFF_MAX_SEC, BACKOFF_BASE_SEC * 2**try_number)
+                self._stop.wait(delay * (0.5 + random.random()))
+            try_number += 1
+
+    def _record(self, record: AttemptRecord) -> None:
+        self.journal.append(record)
+        threshold = self.config.solved_threshold
+        solved = record.score is not None and record.score >= threshold
+        self.progress.attempt_finished(record, solved)
+        self._observe("ksi_attempt_finished", run=self.info, record=record)
+        cost = record.usage.get("cost_usd")
+        if self.config.max_cost_usd is not None and isinstance(cost, (int, float)):
+            with self._spend_lock:
+                self._spent_usd += float(cost)
+                if self._spent_usd >= self.config.max_cost_usd and not self._stop.is_set():
+                    self._stop_reason = (
+                        f"max_cost: reported spend ${self._spent_usd:.4f} reached "
+                        f"--max-cost ${self.config.max_cost_usd:.4f}; no new attempts launched"
+                    )
+                    self._stop.set()
+
+    def _observe(self, hook: str, **kwargs: Any) -> None:
+        self.observer_errors.extend(get_plugins().call_observers(hook, **kwargs))
+
+    # -- one attempt ----------------------------------------------------------
+    def _seed(self, task: TaskSpec) -> Path:
+        """The task's pristine starting files, materialized once per run."""
+        from ksi.tasks.seed import seed_repo
+
+        dest = self.layout.seed_repo(task.id)
+        with self._seed_locks_guard:
+            lock = self._seed_locks.setdefault(task.id, threading.Lock())
+        with lock:
+            if not dest.is_dir():
+                tmp = dest.with_name(f"repo.tmp-{os.getpid()}-{threading.get_ident()}")
+                shutil.rmtree(tmp, ignore_errors=True)
+                tmp.mkdir(parents=True)
+                seed_repo(task, tmp)
+                os.replace(tmp, dest)
+        return dest
+
+    def _agent_timeout(self, task: TaskSpec) -> float:
+        if self.config.timeout_sec is not None:
+            return self.config.timeout_sec
+        value = task.metadata.get("agent_timeout_sec")
+        return float(value) if isinstance(value, (int, float)) else DEFAULT_AGENT_TIMEOUT_SEC
+
+    def _run_attempt(self, task: TaskSpec, attempt: int, try_number: int) -> AttemptRecord:
+        from ksi.environments.envscrub import scrubbed_env
+        from ksi.tasks.prompts import agent_prompt
+
+        cfg = self.config
+        attempt_dir = self.layout.attempt_dir(task.id, attempt, try_number)
+        rel_dir = str(attempt_dir.relative_to(self.layout.root))
+        base: dict[str, Any] = {
+            "task_id": task.id,
+            "attempt": attempt,
+            "try_number": try_number,
+            "agent": component_name(self.agent),
+            "evaluator": component_name(self.evaluator),
+            "environment": component_name(self.environment),
+            "model": cfg.model,
+            "attempt_dir": rel_dir,
+            "started_at": _now(),
+        }
+        times: dict[str, float] = {}
+        started = time.monotonic()
+        handle = None
+        result: ExecResult | None = None
+        outcome = AgentOutcome()
+        eval_result: EvalResult | None = None
+        skipped: tuple[Any, ...] = ()
+        self.progress.attempt_started()
+        try:
+            if attempt_dir.exists():  # left by a killed run: start over
+                remove_tree(attempt_dir)
+            workspace = attempt_dir / "workspace"
+            repo = workspace / "repo"
+            t = time.monotonic()
+            seed = self._seed(task)
+            workspace.mkdir(parents=True)
+            shutil.copytree(seed, repo, symlinks=True)
+            prompt = agent_prompt(task)
+            (attempt_dir / "prompt.md").write_text(prompt, encoding="utf-8")
+            times["seed"] = time.monotonic() - t
+
+            env_vars = scrubbed_env(
+                required=getattr(self.agent, "required_env", ()),
+                optional=getattr(self.agent, "optional_env", ()),
+                passthrough=cfg.agent_env,
+            )
+            # Lets the environment find this run's processes after a crash (cleanup).
+            env_vars = {**env_vars, "KSI_RUN_ID": self.run_id}
+            actx = AttemptContext(
+                run_id=self.run_id,
+                task=task,
+                attempt=attempt,
+                attempt_dir=attempt_dir,
+                host_workspace=workspace,
+                base_env=env_vars,
+            )
+            handle = self.environment.start(actx)
+            with self._active_lock:
+                self._active[id(handle)] = handle
+            ws_path = str(handle.workspace_path)
+            ctx = AgentContext(
+                task=task,
+                prompt=prompt,
+                attempt=attempt,
+                attempt_dir=attempt_dir,
+                workspace_path=ws_path,
+                repo_path=ws_path.rstrip("/") + "/repo",
+                host_workspace=workspace,
+                model=cfg.model,
+            )
+            t = time.monotonic()
+            self.agent.setup(ctx)
+            invocation = self.agent.invocation(ctx)
+            if invocation is not None:
+                result = handle.exec(
+                    invocation,
+                    timeout=self._agent_timeout(task),
+                    stdout_path=attempt_dir / "agent.stdout.log",
+                    stderr_path=attempt_dir / "agent.stderr.log",
+                    log_cap_bytes=cfg.log_cap_bytes,
+                )
+            outcome = self.agent.outcome(ctx, result)
+            times["agent"] = time.monotonic() - t
+
+            if self.grades_in == "environment" and not self._interrupted:
+                t = time.monotonic()
+                eval_result = self.evaluator.grade(
+                    task, repo, env=handle, log_dir=attempt_dir / "eval"
+                )
+                times["eval"] = time.monotonic() - t
+
+            t = time.monotonic()
+            captured = attempt_dir / "captured" / "repo"
+            report = capture_repo(repo, seed, captured, max_file_bytes=cfg.capture_max_file_bytes)
+            skipped = tuple(report.skipped)
+            write_diff(seed, captured, attempt_dir / "diff.patch")
+            times["capture"] = time.monotonic() - t
+            handle.stop()
+
+            if eval_result is None and not self._interrupted:
+                t = time.monotonic()
+                eval_result = self._grade_on_host(task, repo, captured, attempt_dir)
+                times["eval"] = time.monotonic() - t
+            if cfg.wipe_workspace:
+                remove_tree(workspace)
+            record = self._make_record(base, outcome, result, eval_result, skipped, times, started)
+        except Exception as exc:
+            record = AttemptRecord(
+                **base,
+                status="error",
+                score=None,
+                agent_status=outcome.status,
+                error=f"{type(exc).__name__}: {exc}",
+                timings=Timings(**times, total=time.monotonic() - started),
+                finished_at=_now(),
+                retryable=True,
+            )
+        finally:
+            if handle is not None:
+                with contextlib.suppress(Exception):
+                    handle.stop()
+                with self._active_lock:
+                    self._active.pop(id(handle), None)
+        write_json_atomic(attempt_dir / "record.json", to_data(record))
+        return record
+
+    def _grade_on_host(
+        self, task: TaskSpec, live_repo: Path, captured: Path, attempt_dir: Path
+    ) -> EvalResult:
+        """Grade a fresh copy of the captured repo (or, with wipe off, the live repo)."""
+        log_dir = attempt_dir / "eval"
+        if not self.config.wipe_workspace:
+            return self.evaluator.grade(task, live_repo, log_dir=log_dir)  # type: ignore[no-any-return]
+        workdir = attempt_dir / "eval" / "repo"
+        shutil.rmtree(workdir, ignore_errors=True)
+        workdir.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copytree(captured, workdir, symlinks=True)
+        try:
+            return self.evaluator.grade(task, workdir, log_dir=log_dir)  # type: ignore[no-any-return]
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+    def _make_record(
+        self,
+        base: dict[str, Any],
+        outcome: AgentOutcome,
+        result: ExecResult | None,
+        eval_result: EvalResult | None,
+        skipped: tuple[Any, ...],
+        times: dict[str, float],
+        started: float,
+    ) -> AttemptRecord:
+        if outcome.status in AGENT_INFRA_STATUSES:
+            status, score = "agent_error", None
+            retryable = outcome.status in RETRYABLE_AGENT_STATUSES
+        elif eval_result is None or eval_result.native_score is None:
+            status, score = "unscored", None
+            retryable = eval_result is None or eval_result.status not in FINAL_EVAL_STATUSES
+        else:
+            status, score, retryable = "scored", eval_result.native_score, False
+        return AttemptRecord(
+            **base,
+            status=status,
+            score=score,
+            agent_status=outcome.status,
+            agent_exit_code=result.exit_code if result else None,
+            agent_timed_out=bool(result and result.timed_out),
+            eval=eval_result.as_dict() if eval_result is not None else None,
+            timings=Timings(**times, total=time.monotonic() - started),
+            usage=to_data(outcome.usage),
+            final_message=outcome.final_message,
+            skipped_files=skipped,
+            log_truncated=bool(result and result.output_truncated),
+            error=outcome.error,
+            finished_at=_now(),
+            retryable=retryable,
+        )
+
+
+def summarize_run(run_dir: Path, *, solved_threshold: float | None = None) -> RunSummary:
+    """The summary of a run directory, from its journal and run.json alone."""
+    import json
+
+    layout = RunLayout(Path(run_dir).resolve())
+    if not layout.run_json.exists():
+        raise UserInputError(f"{run_dir}: not a KSI run directory (no run.json)")
+    stored = json.loads(layout.run_json.read_text())
+    config = stored.get("config", {})
+    sessions = stored.get("sessions", [])
+    wall = 0.0
+    for s in sessions:
+        if s.get("started_at") and s.get("finished_at"):
+            a = dt.datetime.fromisoformat(s["started_at"])
+            b = dt.datetime.fromisoformat(s["finished_at"])
+            wall += (b - a).total_seconds()
+    threshold = (
+        solved_threshold if solved_threshold is not None else config.get("solved_threshold", 1.0)
+    )
+    return summarize(
+        read_records(layout.journal),
+        run_id=stored.get("run_id", layout.root.name),
+        run_dir=str(layout.root),
+        task_ids=stored.get("task_ids", []),
+        attempts_per_task=int(config.get("attempts", 1)),
+        solved_threshold=float(threshold),
+        wall_time_sec=wall if sessions and sessions[-1].get("finished_at") else None,
+        run_complete=bool(stored.get("run_complete")),
+        stopped_reason=stored.get("stopped_reason", ""),
+    )

@@ -1,0 +1,144 @@
+"""Showing a run's progress: a rich bar on a terminal, plain periodic lines elsewhere."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from typing import Any, Protocol
+
+from ksi.runner.models import AttemptRecord
+
+
+class Progress(Protocol):
+    def start(self, total: int, already_done: int) -> None: ...
+    def attempt_started(self) -> None: ...
+    def attempt_finished(self, record: AttemptRecord, solved: bool) -> None: ...
+    def close(self) -> None: ...
+
+
+class NullProgress:
+    """For the Python API: nothing is printed."""
+
+    def start(self, total: int, already_done: int) -> None:
+        pass
+
+    def attempt_started(self) -> None:
+        pass
+
+    def attempt_finished(self, record: AttemptRecord, solved: bool) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+class _Counts:
+    def __init__(self) -> None:
+        self.total = 0
+        self.done = 0
+        self.solved = 0
+        self.running = 0
+        self.started = time.monotonic()
+        self.lock = threading.Lock()
+        self.session_done = 0
+
+    def eta(self) -> str:
+        remaining = self.total - self.done
+        if self.session_done == 0 or remaining <= 0:
+            return "-"
+        rate = (time.monotonic() - self.started) / self.session_done
+        return _fmt_secs(rate * remaining)
+
+
+def _fmt_secs(secs: float) -> str:
+    secs = int(secs)
+    return f"{secs // 3600}:{secs // 60 % 60:02d}:{secs % 60:02d}"
+
+
+class PlainProgress(_Counts):
+    """One line every ``interval`` seconds (and at the end): for logs and CI."""
+
+    def __init__(self, interval: float = 10.0, stream: Any = None) -> None:
+        super().__init__()
+        self.interval = interval
+        self.stream = stream or sys.stderr
+        self._last = 0.0
+
+    def start(self, total: int, already_done: int) -> None:
+        self.total, self.done = total, already_done
+        self._print()
+
+    def attempt_started(self) -> None:
+        with self.lock:
+            self.running += 1
+
+    def attempt_finished(self, record: AttemptRecord, solved: bool) -> None:
+        with self.lock:
+            self.running -= 1
+            self.done += 1
+            self.session_done += 1
+            self.solved += int(solved)
+            if time.monotonic() - self._last >= self.interval:
+                self._print()
+
+    def _print(self) -> None:
+        self._last = time.monotonic()
+        print(
+            f"[ksi] {self.done}/{self.total} attempts done, {self.solved} solved, "
+            f"{self.running} running, elapsed {_fmt_secs(time.monotonic() - self.started)}, "
+            f"eta {self.eta()}",
+            file=self.stream,
+            flush=True,
+        )
+
+    def close(self) -> None:
+        self._print()
+
+
+class RichProgress(_Counts):
+    """A live bar: done/total, solved, running, elapsed, ETA."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+        from rich.progress import Progress as _RichProgress
+
+        self._bar = _RichProgress(
+            TextColumn("[bold]ksi run"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("solved {task.fields[solved]} · running {task.fields[running]}"),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
+            transient=False,
+        )
+        self._task: Any = None
+
+    def start(self, total: int, already_done: int) -> None:
+        self.total, self.done = total, already_done
+        self._bar.start()
+        self._task = self._bar.add_task(
+            "run", total=total, completed=already_done, solved=0, running=0
+        )
+
+    def attempt_started(self) -> None:
+        with self.lock:
+            self.running += 1
+            self._bar.update(self._task, running=self.running)
+
+    def attempt_finished(self, record: AttemptRecord, solved: bool) -> None:
+        with self.lock:
+            self.running -= 1
+            self.done += 1
+            self.solved += int(solved)
+            self._bar.update(self._task, advance=1, solved=self.solved, running=self.running)
+
+    def close(self) -> None:
+        self._bar.stop()

@@ -1,0 +1,90 @@
+"""Grading a finished run again from its captured repos (``ksi regrade``).
+
+Each attempt's ``captured/repo`` is copied and graded afresh; the new record
+is appended to the journal (marked ``regraded_at``) and supersedes the old
+one in every summary, while the old one stays for the record.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import shutil
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from ksi.errors import UserInputError
+from ksi.runner.components import component_name, resolve
+from ksi.runner.engine import summarize_run
+from ksi.runner.journal import Journal, latest_by_attempt, read_records
+from ksi.runner.layout import RunLayout
+from ksi.runner.models import AttemptRecord, RunSummary, Timings
+
+
+def regrade_run(
+    run_dir: Path,
+    *,
+    evaluator: str | None = None,
+    evaluator_options: Mapping[str, Any] | None = None,
+) -> RunSummary:
+    from ksi.tasks.loaders import get_task_source
+
+    layout = RunLayout(Path(run_dir).resolve())
+    if not layout.run_json.exists():
+        raise UserInputError(f"{run_dir}: not a KSI run directory (no run.json)")
+    stored = json.loads(layout.run_json.read_text())
+    config = stored.get("config", {})
+    tasks_path = config.get("tasks_path")
+    if not tasks_path:
+        raise UserInputError(
+            f"{run_dir}: the run was started from Python with in-memory tasks; "
+            "regrade needs a tasks file"
+        )
+    source = get_task_source(config.get("task_source", "custom"))
+    tasks = {t.id: t for t in source.load(Path(tasks_path))}
+    name = evaluator or config.get("evaluator") or source.default_evaluator
+    grader, _ = resolve("evaluator", name, evaluator_options or config.get("evaluator_options"))
+    if getattr(grader, "grades_in", "host") != "host":
+        raise UserInputError(
+            f"evaluator {component_name(grader)!r} grades inside the attempt's environment, "
+            "which no longer exists; regrade works with host evaluators only"
+        )
+    journal = Journal(layout.journal)
+    try:
+        for rec in latest_by_attempt(read_records(layout.journal)).values():
+            task = tasks.get(rec.task_id)
+            captured = layout.root / rec.attempt_dir / "captured" / "repo"
+            if task is None or not captured.is_dir():
+                continue
+            journal.append(_regrade_one(rec, task, captured, grader, layout.root / rec.attempt_dir))
+    finally:
+        journal.close()
+    return summarize_run(layout.root)
+
+
+def _regrade_one(
+    rec: AttemptRecord, task: Any, captured: Path, grader: Any, attempt_dir: Path
+) -> AttemptRecord:
+    with tempfile.TemporaryDirectory(prefix="ksi-regrade-") as tmp:
+        workdir = Path(tmp) / "repo"
+        shutil.copytree(captured, workdir, symlinks=True)
+        result = grader.grade(task, workdir, log_dir=attempt_dir / "regrade")
+    if rec.status == "agent_error":
+        status, score = rec.status, None
+    elif result.native_score is None:
+        status, score = "unscored", None
+    else:
+        status, score = "scored", result.native_score
+    return attrs.evolve(
+        rec,
+        status=status,
+        score=score,
+        evaluator=component_name(grader),
+        eval=result.as_dict(),
+        timings=attrs.evolve(rec.timings, eval=result.duration_sec) if rec.timings else Timings(),
+        regraded_at=dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds"),
+    )

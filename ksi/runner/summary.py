@@ -1,0 +1,126 @@
+"""Deriving a run's figures from its journal records.
+
+Unscored and errored attempts are counted apart: they never count as a
+failure in a best score, and a task none of whose attempts was scored has no
+best score (it is still a task, so it is not solved). ``pass@k`` uses the
+unbiased estimator of Chen et al. (2021), ``1 - C(n-c, k) / C(n, k)`` with
+``n`` scored attempts of which ``c`` reached the threshold, averaged over the
+tasks with at least ``k`` scored attempts.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from math import comb
+
+from ksi.runner.journal import latest_by_attempt
+from ksi.runner.models import AttemptRecord, RunSummary, TaskSummary
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Probability that at least one of ``k`` samples (of ``n``, ``c`` correct) is correct."""
+    if k > n:
+        raise ValueError(f"k={k} exceeds n={n}")
+    if n - c < k:
+        return 1.0
+    return 1.0 - comb(n - c, k) / comb(n, k)
+
+
+def pass_k_values(attempts: int) -> list[int]:
+    if attempts <= 10:
+        return list(range(1, attempts + 1))
+    return sorted({1, 5, 10, attempts})
+
+
+def summarize(
+    records: Iterable[AttemptRecord],
+    *,
+    run_id: str,
+    run_dir: str,
+    task_ids: Sequence[str],
+    attempts_per_task: int,
+    solved_threshold: float = 1.0,
+    wall_time_sec: float | None = None,
+    run_complete: bool = False,
+    stopped_reason: str = "",
+) -> RunSummary:
+    all_records = list(records)
+    latest = latest_by_attempt(all_records)
+    by_task: dict[str, list[AttemptRecord]] = defaultdict(list)
+    for (task_id, _), rec in sorted(latest.items(), key=lambda kv: kv[0][1]):
+        by_task[task_id].append(rec)
+    spend: dict[str, list[AttemptRecord]] = defaultdict(list)
+    for rec in all_records:  # every try spent money, retried or not
+        spend[rec.task_id].append(rec)
+
+    ks = pass_k_values(attempts_per_task) if attempts_per_task > 1 else []
+    pass_sums: dict[int, list[float]] = defaultdict(list)
+    tasks: list[TaskSummary] = []
+    for task_id in task_ids:
+        recs = by_task.get(task_id, [])
+        scores = [r.score for r in recs if r.status == "scored" and r.score is not None]
+        successes = sum(1 for s in scores if s >= solved_threshold)
+        best = max(scores) if scores else None
+        task_pass: float | None = None
+        for k in ks:
+            if len(scores) >= k:
+                value = pass_at_k(len(scores), successes, k)
+                pass_sums[k].append(value)
+                if k == attempts_per_task:
+                    task_pass = value
+        costs = [r.usage.get("cost_usd") for r in spend.get(task_id, [])]
+        known_costs = [c for c in costs if isinstance(c, (int, float))]
+        tasks.append(
+            TaskSummary(
+                task_id=task_id,
+                attempts=len(recs),
+                scored=len(scores),
+                unscored=sum(1 for r in recs if r.status == "unscored"),
+                errors=sum(1 for r in recs if r.status in ("error", "agent_error")),
+                best_score=best,
+                solved=best is not None and best >= solved_threshold,
+                successes=successes,
+                pass_at_k=task_pass,
+                cost_usd=sum(known_costs) if known_costs else None,
+                input_tokens=sum(
+                    int(r.usage.get("input_tokens") or 0) for r in spend.get(task_id, [])
+                ),
+                output_tokens=sum(
+                    int(r.usage.get("output_tokens") or 0) for r in spend.get(task_id, [])
+                ),
+            )
+        )
+
+    solved = sum(1 for t in tasks if t.solved)
+    bests = [t.best_score for t in tasks if t.best_score is not None]
+    known = [t.cost_usd for t in tasks if t.cost_usd is not None]
+    total_cost = sum(known) if known else None
+
+    def usage_total(key: str) -> int:
+        return sum(int(r.usage.get(key) or 0) for r in all_records)
+
+    return RunSummary(
+        run_id=run_id,
+        run_dir=run_dir,
+        tasks=tuple(tasks),
+        records=tuple(all_records),
+        n_tasks=len(task_ids),
+        n_attempts=len(latest),
+        solved_tasks=solved,
+        solve_rate=solved / len(task_ids) if task_ids else 0.0,
+        mean_best_score=sum(bests) / len(bests) if bests else None,
+        unscored_attempts=sum(1 for r in latest.values() if r.status == "unscored"),
+        error_attempts=sum(1 for r in latest.values() if r.status in ("error", "agent_error")),
+        pass_at_k={f"pass@{k}": sum(v) / len(v) for k, v in sorted(pass_sums.items()) if v},
+        solved_threshold=solved_threshold,
+        wall_time_sec=wall_time_sec,
+        run_complete=run_complete,
+        stopped_reason=stopped_reason,
+        total_cost_usd=total_cost,
+        cost_per_solved_task=(total_cost / solved) if (total_cost is not None and solved) else None,
+        input_tokens=usage_total("input_tokens"),
+        output_tokens=usage_total("output_tokens"),
+        cache_read_tokens=usage_total("cache_read_tokens"),
+        cache_write_tokens=usage_total("cache_write_tokens"),
+    )

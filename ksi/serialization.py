@@ -1,0 +1,48 @@
+"""The one converter that turns KSI's models into JSON-ready data and back.
+
+Reading is lenient about unknown keys (a journal written by a newer KSI must
+still resume); user-input validation uses its own strict converters.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, TypeVar
+
+import cattrs
+
+T = TypeVar("T")
+
+converter = cattrs.Converter()
+
+
+def to_data(obj: Any) -> Any:
+    return converter.unstructure(obj)
+
+
+def from_data(data: Any, cls: type[T]) -> T:
+    return converter.structure(data, cls)
+
+
+def dumps_line(obj: Any) -> str:
+    """One compact JSON line (no newline inside, whatever the content)."""
+    return json.dumps(to_data(obj), ensure_ascii=False, separators=(",", ":"))
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write JSON so a reader sees either the old file or the new one, never half of one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(data, fh, indent=2, ensure_ascii=False, default=str)
+            fh.write("\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

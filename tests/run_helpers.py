@@ -1,0 +1,57 @@
+"""Helpers for tests that drive real runs: tasks files, journals, processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def write_tasks(path: Path, records: Sequence[dict[str, Any]]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return path
+
+
+def journal_lines(run_dir: Path) -> list[dict[str, Any]]:
+    journal = run_dir / "journal.jsonl"
+    if not journal.exists():
+        return []
+    return [json.loads(line) for line in journal.read_text().splitlines() if line.strip()]
+
+
+def ksi(
+    *args: str, cwd: Path | None = None, env: dict[str, str] | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    """Run the real ``ksi`` command line in a subprocess."""
+    full_env = {**os.environ, **(env or {})}
+    return subprocess.run(
+        [sys.executable, "-m", "ksi", *args],
+        cwd=cwd,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def pids_with_marker(marker: str) -> list[int]:
+    """Live processes whose command line contains ``marker``."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ")
+            state = Path(f"/proc/{entry}/stat").read_text().split(")")[-1].split()[0]
+        except OSError:
+            continue
+        if marker.encode() in cmdline and state != "Z":
+            found.append(int(entry))
+    return found

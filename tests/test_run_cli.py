@@ -1,0 +1,181 @@
+"""``ksi run``/``report``/``regrade``/``check`` as a user types them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.run_helpers import journal_lines, ksi, write_tasks
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_demo_oracle_solves_every_bundled_example(tmp_path: Path) -> None:
+    result = ksi(
+        "run",
+        str(ROOT / "examples" / "tasks.jsonl"),
+        "--agent",
+        "oracle",
+        "--run-dir",
+        str(tmp_path / "demo"),
+    )
+    assert result.returncode == 0, result.stderr
+    n = len((ROOT / "examples" / "tasks.jsonl").read_text().strip().splitlines())
+    assert f"solved: {n}/{n}" in result.stdout
+    nop = ksi(
+        "run",
+        str(ROOT / "examples" / "tasks.jsonl"),
+        "--agent",
+        "nop",
+        "--run-dir",
+        str(tmp_path / "nop"),
+    )
+    assert f"solved: 0/{n}" in nop.stdout
+
+
+def test_invalid_tasks_file_exits_2_and_creates_no_run(tmp_path: Path) -> None:
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text('{"task_id": "a", "prompt": "p", "eval": {"timeout_sec": "fast"}}\n')
+    result = ksi("run", str(tasks), "--agent", "nop", "--run-dir", str(tmp_path / "run"))
+    assert result.returncode == 2
+    assert "tasks.jsonl:line 1" in result.stderr and "timeout_sec" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / "run").exists()
+
+
+def test_unknown_agent_suggests_the_closest(tmp_path: Path) -> None:
+    tasks = write_tasks(tmp_path / "t.jsonl", [{"task_id": "a", "prompt": "p"}])
+    result = ksi("run", str(tasks), "--agent", "oracel", "--run-dir", str(tmp_path / "r"))
+    assert result.returncode == 2
+    assert "did you mean 'oracle'" in result.stderr
+
+
+def test_unknown_agent_option_lists_valid_ones(tmp_path: Path) -> None:
+    tasks = write_tasks(tmp_path / "t.jsonl", [{"task_id": "a", "prompt": "p"}])
+    result = ksi(
+        "run",
+        str(tasks),
+        "--agent",
+        "command",
+        "--agent-option",
+        "cmdd=true",
+        "--run-dir",
+        str(tmp_path / "r"),
+    )
+    assert result.returncode == 2
+    assert "cmdd" in result.stderr and "cmd" in result.stderr
+
+
+def test_oracle_without_solution_fails_before_the_run(tmp_path: Path) -> None:
+    tasks = write_tasks(tmp_path / "t.jsonl", [{"task_id": "nosol", "prompt": "p"}])
+    result = ksi("run", str(tasks), "--agent", "oracle", "--run-dir", str(tmp_path / "r"))
+    assert result.returncode == 2
+    assert "nosol" in result.stderr and "solution" in result.stderr
+    assert not (tmp_path / "r").exists()
+
+
+def test_wipe_flag_accepts_spec_spellings_and_rejects_others(tmp_path: Path) -> None:
+    tasks = write_tasks(tmp_path / "t.jsonl", [{"task_id": "a", "prompt": "p"}])
+    ok = ksi(
+        "run",
+        str(tasks),
+        "--agent",
+        "nop",
+        "--wipe-workspace-per-task",
+        "no",
+        "--run-dir",
+        str(tmp_path / "r"),
+    )
+    assert ok.returncode == 0, ok.stderr
+    assert (tmp_path / "r" / "attempts" / "a" / "1" / "workspace" / "repo").is_dir()
+    bad = ksi(
+        "run",
+        str(tasks),
+        "--agent",
+        "nop",
+        "--wipe-workspace-per-task",
+        "maybe",
+        "--run-dir",
+        str(tmp_path / "r2"),
+    )
+    assert bad.returncode == 2 and "--wipe-workspace-per-task" in bad.stderr
+
+
+def test_report_reprints_the_summary_from_the_journal(tmp_path: Path) -> None:
+    tasks = write_tasks(
+        tmp_path / "t.jsonl",
+        [
+            {"task_id": "a", "prompt": "p", "eval": {"command": "true"}},
+            {"task_id": "b", "prompt": "p", "eval": {"command": "false"}},
+        ],
+    )
+    run = ksi("run", str(tasks), "--agent", "nop", "--run-dir", str(tmp_path / "r"))
+    assert run.returncode == 0
+    report = ksi("report", str(tmp_path / "r"))
+    assert report.returncode == 0
+    assert "solved: 1/2" in report.stdout
+    as_json = json.loads(ksi("report", str(tmp_path / "r"), "--json").stdout)
+    assert as_json["summary"]["solved_tasks"] == 1
+    assert len(as_json["attempts"]) == 2
+    missing = ksi("report", str(tmp_path / "nothing"))
+    assert missing.returncode == 2 and "not a KSI run directory" in missing.stderr
+
+
+def test_regrade_grades_captured_repos_again(tmp_path: Path) -> None:
+    flag = tmp_path / "flag"
+    tasks = write_tasks(
+        tmp_path / "t.jsonl",
+        [
+            {"task_id": "a", "prompt": "p", "eval": {"command": f"test -f {flag} && test -f x"}},
+        ],
+    )
+    run = ksi(
+        "run",
+        str(tasks),
+        "--agent",
+        "command",
+        "--agent-option",
+        "cmd=touch repo/x",
+        "--run-dir",
+        str(tmp_path / "r"),
+    )
+    assert "solved: 0/1" in run.stdout
+    flag.touch()
+    regrade = ksi("regrade", str(tmp_path / "r"))
+    assert regrade.returncode == 0, regrade.stderr
+    assert "solved: 1/1" in regrade.stdout
+    records = journal_lines(tmp_path / "r")
+    assert len(records) == 2 and records[-1]["regraded_at"]
+    assert "solved: 1/1" in ksi("report", str(tmp_path / "r")).stdout
+
+
+def test_check_lists_broken_tasks(tmp_path: Path) -> None:
+    tasks = write_tasks(
+        tmp_path / "t.jsonl",
+        [
+            {
+                "task_id": "good",
+                "prompt": "p",
+                "eval": {"command": "test -f done"},
+                "solution": {"command": "touch done"},
+            },
+            {
+                "task_id": "unsolvable",
+                "prompt": "p",
+                "eval": {"command": "test -f done"},
+                "solution": {"command": "touch other"},
+            },
+            {
+                "task_id": "free",
+                "prompt": "p",
+                "eval": {"command": "true"},
+                "solution": {"command": "true"},
+            },
+        ],
+    )
+    result = ksi("check", str(tasks), "--run-dir", str(tmp_path / "check"))
+    assert result.returncode == 1
+    assert "BROKEN unsolvable: unsolvable by its own solution" in result.stdout
+    assert "BROKEN free: passes with no work" in result.stdout
+    assert "good" not in result.stdout.split("BROKEN")[-1].split("\n")[0]
+    assert "1/3 tasks OK, 2 broken" in result.stdout

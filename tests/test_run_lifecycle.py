@@ -1,0 +1,279 @@
+"""The attempt lifecycle on real files and processes, through ``ksi.run`` and ``ksi run``."""
+
+from __future__ import annotations
+
+import json
+import threading
+import uuid
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+
+import ksi
+from ksi.hookspecs import hookimpl
+from ksi.interfaces import AgentContext, AgentOutcome, ExecResult, Invocation, Usage
+from ksi.plugins import register_plugin
+from ksi.runner.models import AttemptRecord, RunInfo, RunSummary
+from tests.run_helpers import journal_lines, pids_with_marker, write_tasks
+
+HELLO_TASK = {
+    "task_id": "hello",
+    "prompt": "Create hello.txt containing hi.",
+    "files": {"README.md": "start\n", "test_hello.sh": "grep -q hi hello.txt\n"},
+    "eval": {"command": "sh test_hello.sh", "timeout_sec": 30},
+    "solution": {"command": "echo hi > hello.txt"},
+}
+
+
+def run_cmd_agent(tmp_path: Path, records: list[dict[str, Any]], cmd: str, **kw: Any) -> Any:
+    tasks = write_tasks(tmp_path / "tasks.jsonl", records)
+    return ksi.run(
+        tasks,
+        agent="command",
+        agent_options={"cmd": cmd},
+        run_dir=tmp_path / "run",
+        **kw,
+    )
+
+
+def test_attempt_directory_keeps_everything(tmp_path: Path) -> None:
+    summary = run_cmd_agent(
+        tmp_path, [HELLO_TASK], "cat > got_stdin.txt; echo hi > repo/hello.txt; echo done"
+    )
+    assert summary.solved_tasks == 1
+    attempt = tmp_path / "run" / "attempts" / "hello" / "1"
+    prompt = (attempt / "prompt.md").read_text()
+    assert prompt.startswith("Create hello.txt containing hi.")
+    assert "repo/" in prompt
+    assert (attempt / "agent.stdout.log").read_text().strip() == "done"
+    assert (attempt / "captured" / "repo" / "hello.txt").read_text() == "hi\n"
+    assert (attempt / "captured" / "repo" / "README.md").read_text() == "start\n"
+    assert "+hi" in (attempt / "diff.patch").read_text()
+    assert not (attempt / "workspace").exists(), "the live workspace is wiped by default"
+    record = json.loads((attempt / "record.json").read_text())
+    assert record["status"] == "scored" and record["score"] == 1.0
+    assert record["agent_exit_code"] == 0 and record["agent_timed_out"] is False
+    assert set(record["timings"]) >= {"seed", "agent", "capture", "eval", "total"}
+    assert record["eval"]["exit_code"] == 0
+    assert journal_lines(tmp_path / "run") == [record]
+
+
+def test_prompt_reaches_agent_on_stdin_env_and_file(tmp_path: Path) -> None:
+    cmd = (
+        'cat > repo/stdin.txt; printf %s "$KSI_PROMPT" > repo/env.txt; '
+        'cp "$KSI_PROMPT_FILE" repo/file.txt; '
+        'echo "$KSI_TASK_ID $KSI_ATTEMPT" > repo/ids.txt; '
+        'test "$KSI_REPO" = "$KSI_WORKSPACE/repo" && test "$PWD" = "$KSI_WORKSPACE" '
+        "&& touch repo/paths_ok"
+    )
+    run_cmd_agent(tmp_path, [HELLO_TASK], cmd)
+    repo = tmp_path / "run" / "attempts" / "hello" / "1" / "captured" / "repo"
+    prompt = (tmp_path / "run" / "attempts" / "hello" / "1" / "prompt.md").read_text()
+    assert (repo / "stdin.txt").read_text() == prompt
+    assert (repo / "env.txt").read_text() == prompt
+    assert (repo / "file.txt").read_text() == prompt
+    assert (repo / "ids.txt").read_text().split() == ["hello", "1"]
+    assert (repo / "paths_ok").exists()
+
+
+def test_agent_timeout_kills_double_forked_children_and_still_grades(tmp_path: Path) -> None:
+    marker = f"ksi-marker-{uuid.uuid4().hex}"
+    cmd = (
+        f"(setsid sh -c 'sleep 1000; echo {marker}' &) ; "
+        f"sh -c 'sleep 1000 # {marker}' & echo hi > repo/hello.txt; sleep 1000"
+    )
+    summary = run_cmd_agent(tmp_path, [HELLO_TASK], cmd, timeout_sec=1.0)
+    rec = summary.records[0]
+    assert rec.agent_timed_out is True
+    assert rec.agent_status == "timeout"
+    assert rec.score == 1.0, "work done before the timeout is graded"
+    assert pids_with_marker(marker) == []
+
+
+def test_wipe_false_grades_live_workspace_and_keeps_it(tmp_path: Path) -> None:
+    task = dict(HELLO_TASK, eval={"command": "pwd > where.txt; sh test_hello.sh"})
+    summary = run_cmd_agent(tmp_path, [task], "echo hi > repo/hello.txt", wipe_workspace=False)
+    live = tmp_path / "run" / "attempts" / "hello" / "1" / "workspace" / "repo"
+    assert summary.records[0].score == 1.0
+    assert (live / "where.txt").read_text().strip() == str(live)
+    assert summary.records[0].eval["eval_workdir"] == str(live)
+
+
+def test_edited_test_file_is_restored_before_grading(tmp_path: Path) -> None:
+    summary = run_cmd_agent(tmp_path, [HELLO_TASK], "echo 'exit 0' > repo/test_hello.sh")
+    assert summary.records[0].score == 0.0, "the agent's edit of a test file is not graded"
+
+
+def test_agent_environment_is_scrubbed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OTHER_PROVIDER_API_KEY", "sk-secret-1")
+    monkeypatch.setenv("PASSED_ON_PURPOSE", "visible")
+    run_cmd_agent(tmp_path, [HELLO_TASK], "env > repo/env.txt", agent_env=["PASSED_ON_PURPOSE"])
+    env_txt = (tmp_path / "run/attempts/hello/1/captured/repo/env.txt").read_text()
+    assert "sk-secret-1" not in env_txt
+    assert "PASSED_ON_PURPOSE=visible" in env_txt
+
+
+def test_attempts_really_run_in_parallel(tmp_path: Path) -> None:
+    rendezvous = tmp_path / "rv"
+    rendezvous.mkdir()
+    cmd = (
+        f'touch {rendezvous}/"$KSI_TASK_ID"; i=0; '
+        f'while [ "$(ls {rendezvous} | wc -l)" -lt 2 ]; do '
+        "i=$((i+1)); [ $i -gt 200 ] && exit 1; sleep 0.05; done; echo hi > repo/hello.txt"
+    )
+    tasks = [dict(HELLO_TASK, task_id="a"), dict(HELLO_TASK, task_id="b")]
+    summary = run_cmd_agent(tmp_path, tasks, cmd, concurrency=2)
+    assert summary.solved_tasks == 2, "each agent waited for the other: both ran at once"
+
+
+def test_pass_at_k_from_attempts(tmp_path: Path) -> None:
+    # Even attempts solve the task: 2 of 4 succeed.
+    cmd = "if [ $((KSI_ATTEMPT % 2)) -eq 0 ]; then echo hi > repo/hello.txt; fi"
+    summary = run_cmd_agent(tmp_path, [HELLO_TASK], cmd, attempts=4)
+    assert summary.n_attempts == 4
+    assert summary.tasks[0].successes == 2
+    assert summary.pass_at_k["pass@1"] == pytest.approx(0.5)
+    assert summary.pass_at_k["pass@2"] == pytest.approx(1 - 1 / 6)
+    assert summary.pass_at_k["pass@4"] == pytest.approx(1.0)
+
+
+def test_retries_rerun_unscored_attempts(tmp_path: Path) -> None:
+    flag = tmp_path / "second-time"
+    task = dict(
+        HELLO_TASK,
+        eval={
+            "command": f"if [ -f {flag} ]; then exit 0; fi; touch {flag}; sleep 30",
+            "timeout_sec": 1,
+        },
+    )
+    summary = run_cmd_agent(tmp_path, [task], "true", retries=2)
+    lines = journal_lines(tmp_path / "run")
+    assert [(r["status"], r["try_number"]) for r in lines] == [("unscored", 0), ("scored", 1)]
+    assert lines[0]["eval"]["status"] == "timeout"
+    assert summary.n_attempts == 1 and summary.tasks[0].best_score == 1.0
+    assert (tmp_path / "run" / "attempts" / "hello" / "1-retry1" / "record.json").exists()
+
+
+def test_unscored_task_without_eval_is_counted_apart(tmp_path: Path) -> None:
+    task = {"task_id": "manual", "prompt": "anything"}
+    summary = run_cmd_agent(tmp_path, [task], "true", retries=3)
+    assert summary.unscored_attempts == 1
+    assert summary.tasks[0].best_score is None and not summary.tasks[0].solved
+    assert len(journal_lines(tmp_path / "run")) == 1, "no_eval is final: never retried"
+
+
+class _CostlyAgent:
+    """An in-process agent that reports $1 per attempt (as a real CLI agent would)."""
+
+    name: ClassVar[str] = "costly"
+    aliases: ClassVar[tuple[str, ...]] = ()
+    description: ClassVar[str] = "test agent"
+    required_env: ClassVar[tuple[str, ...]] = ()
+    optional_env: ClassVar[tuple[str, ...]] = ()
+
+    def check_tasks(self, tasks: Any) -> list[str]:
+        return []
+
+    def setup(self, ctx: AgentContext) -> None:
+        pass
+
+    def invocation(self, ctx: AgentContext) -> Invocation | None:
+        return Invocation(argv=("sh", "-c", "echo hi > repo/hello.txt"))
+
+    def outcome(self, ctx: AgentContext, result: ExecResult | None) -> AgentOutcome:
+        return AgentOutcome(usage=Usage(input_tokens=100, output_tokens=10, cost_usd=1.0))
+
+
+def test_max_cost_stops_launching_attempts(tmp_path: Path) -> None:
+    tasks = write_tasks(
+        tmp_path / "tasks.jsonl", [dict(HELLO_TASK, task_id=f"t{i}") for i in range(6)]
+    )
+    summary = ksi.run(
+        tasks, agent=_CostlyAgent(), run_dir=tmp_path / "run", concurrency=1, max_cost_usd=2.5
+    )
+    assert summary.n_attempts == 3
+    assert summary.total_cost_usd == pytest.approx(3.0)
+    assert summary.cost_per_solved_task == pytest.approx(1.0)
+    assert summary.input_tokens == 300
+    assert "max_cost" in summary.stopped_reason
+    assert summary.run_complete is False
+
+
+class _Recorder:
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, Any]] = []
+        self.lock = threading.Lock()
+
+    @hookimpl
+    def ksi_run_started(self, run: RunInfo) -> None:
+        self.calls.append(("started", run.task_ids))
+
+    @hookimpl
+    def ksi_attempt_finished(self, run: RunInfo, record: AttemptRecord) -> None:
+        with self.lock:
+            journal = (run.run_dir / "journal.jsonl").read_text()
+            # The record is durable before observers hear of it.
+            assert f'"task_id":"{record.task_id}"' in journal
+            self.calls.append(("attempt", record.task_id))
+
+    @hookimpl
+    def ksi_run_finished(self, run: RunInfo, summary: RunSummary) -> None:
+        self.calls.append(("finished", summary.solved_tasks))
+
+
+def _observed_run(tmp_path: Path) -> list[tuple[str, Any]]:
+    recorder = _Recorder()
+    unregister = register_plugin(recorder, name="recorder")
+    try:
+        run_cmd_agent(
+            tmp_path,
+            [HELLO_TASK, dict(HELLO_TASK, task_id="other")],
+            "echo hi > repo/hello.txt",
+        )
+    finally:
+        unregister()
+    return recorder.calls
+
+
+def test_hook_ksi_run_started(tmp_path: Path) -> None:
+    assert _observed_run(tmp_path)[0] == ("started", ("hello", "other"))
+
+
+def test_hook_ksi_attempt_finished(tmp_path: Path) -> None:
+    calls = _observed_run(tmp_path)
+    assert sorted(c[1] for c in calls if c[0] == "attempt") == ["hello", "other"]
+
+
+def test_hook_ksi_run_finished(tmp_path: Path) -> None:
+    assert _observed_run(tmp_path)[-1] == ("finished", 2)
+
+
+class _BrokenObserver:
+    @hookimpl
+    def ksi_attempt_finished(self, run: RunInfo, record: AttemptRecord) -> None:
+        raise RuntimeError("observer bug")
+
+
+def test_failing_observer_never_loses_an_attempt(tmp_path: Path) -> None:
+    unregister = register_plugin(_BrokenObserver(), name="broken-observer")
+    try:
+        summary = run_cmd_agent(tmp_path, [HELLO_TASK], "echo hi > repo/hello.txt")
+    finally:
+        unregister()
+    assert summary.solved_tasks == 1
+    assert len(journal_lines(tmp_path / "run")) == 1
+
+
+def test_output_json_report(tmp_path: Path) -> None:
+    out = tmp_path / "report.json"
+    run_cmd_agent(tmp_path, [HELLO_TASK], "echo hi > repo/hello.txt", output_json=str(out))
+    report = json.loads(out.read_text())
+    assert report["run_complete"] is True
+    assert report["summary"]["solved_tasks"] == 1
+    assert report["versions"]["ksi"] == ksi.__version__
+    assert report["versions"]["python"]
+    assert report["config"]["agent"] == "command"
+    (attempt,) = report["attempts"]
+    assert attempt["task_id"] == "hello" and attempt["score"] == 1.0
+    assert attempt["eval"]["status"] == "scored"

@@ -1,0 +1,234 @@
+"""Durability: kill -9 mid-run, Ctrl-C, torn journal lines, and the rules of resume."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import ksi
+from ksi.errors import RunError
+from ksi.runner.journal import Journal, read_records
+from tests.run_helpers import journal_lines, pids_with_marker, write_tasks
+from tests.run_helpers import ksi as ksi_cli
+
+TASK = {
+    "task_id": "t0",
+    "prompt": "make ok.txt",
+    "eval": {"command": "test -f ok.txt"},
+}
+
+
+def _tasks(tmp_path: Path, n: int) -> Path:
+    return write_tasks(tmp_path / "tasks.jsonl", [dict(TASK, task_id=f"t{i}") for i in range(n)])
+
+
+def _start_run(tasks: Path, run_dir: Path, cmd: str, *extra: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "ksi",
+            "run",
+            str(tasks),
+            "--agent",
+            "command",
+            "--agent-option",
+            f"cmd={cmd}",
+            "--run-dir",
+            str(run_dir),
+            *extra,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+
+
+def _wait_for_records(run_dir: Path, n: int, proc: subprocess.Popen[str]) -> None:
+    deadline = time.monotonic() + 60
+    while len(journal_lines(run_dir)) < n:
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "run made no progress"
+        time.sleep(0.05)
+
+
+def test_kill_9_then_resume_gives_exactly_one_record_per_attempt(tmp_path: Path) -> None:
+    tasks = _tasks(tmp_path, 8)
+    run_dir = tmp_path / "run"
+    marker = f"ksi-kill9-{os.getpid()}"
+    cmd = f"sleep 0.4 # {marker}\necho > repo/ok.txt"
+    proc = _start_run(tasks, run_dir, cmd, "--concurrency", "2", "--attempts", "2")
+    _wait_for_records(run_dir, 3, proc)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    before = journal_lines(run_dir)
+    assert 3 <= len(before) < 16
+
+    # Re-running the same command resumes: only missing attempts run.
+    resumed = ksi_cli(
+        "run",
+        str(tasks),
+        "--agent",
+        "command",
+        "--agent-option",
+        f"cmd={cmd}",
+        "--run-dir",
+        str(run_dir),
+        "--concurrency",
+        "2",
+        "--attempts",
+        "2",
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    after = journal_lines(run_dir)
+    keys = [(r["task_id"], r["attempt"]) for r in after]
+    assert sorted(keys) == sorted({(f"t{i}", a) for i in range(8) for a in (1, 2)})
+    assert after[: len(before)] == before, "finished attempts are never redone"
+    assert all(r["score"] == 1.0 for r in after)
+    assert "solved: 8/8" in resumed.stdout
+    assert pids_with_marker(marker) == [], "leftover agents of the killed run were cleaned"
+
+
+def test_ctrl_c_stops_cleanly_and_prints_the_resume_command(tmp_path: Path) -> None:
+    tasks = _tasks(tmp_path, 6)
+    run_dir = tmp_path / "run"
+    marker = f"ksi-ctrlc-{os.getpid()}"
+    cmd = f"sleep 1000 # {marker}"
+    proc = _start_run(tasks, run_dir, cmd, "--concurrency", "2")
+    deadline = time.monotonic() + 30
+    while len(pids_with_marker(marker)) < 2:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    os.kill(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "ksi run --resume --run-dir" in err
+    assert pids_with_marker(marker) == [], "running attempts are killed"
+    assert journal_lines(run_dir) == [], "killed attempts are not results"
+    run_json = json.loads((run_dir / "run.json").read_text())
+    assert run_json["run_complete"] is False
+
+
+def test_torn_journal_tail_is_ignored_and_trimmed(tmp_path: Path) -> None:
+    tasks = _tasks(tmp_path, 2)
+    run_dir = tmp_path / "run"
+    ksi.run(tasks, agent="command", agent_options={"cmd": "echo > repo/ok.txt"}, run_dir=run_dir)
+    journal = run_dir / "journal.jsonl"
+    first = journal.read_text().splitlines()[0]
+    journal.write_text(first + "\n" + '{"task_id":"t9","attempt":1,"sta')  # crash mid-write
+    assert [r.task_id for r in read_records(journal)] == [json.loads(first)["task_id"]]
+    summary = ksi.run(
+        tasks, agent="command", agent_options={"cmd": "echo > repo/ok.txt"}, run_dir=run_dir
+    )
+    assert summary.n_attempts == 2 and summary.solved_tasks == 2
+    assert all(json.loads(line) for line in journal.read_text().splitlines())
+
+
+def test_journal_appends_are_whole_lines_from_many_threads(tmp_path: Path) -> None:
+    import threading
+
+    from ksi.runner.models import AttemptRecord
+
+    journal = Journal(tmp_path / "j.jsonl")
+    big = "x" * 100_000
+
+    def write(i: int) -> None:
+        journal.append(
+            AttemptRecord(
+                task_id=f"t{i}",
+                attempt=1,
+                status="scored",
+                score=1.0,
+                agent="a",
+                evaluator="e",
+                environment="local",
+                final_message=big,
+            )
+        )
+
+    threads = [threading.Thread(target=write, args=(i,)) for i in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    journal.close()
+    assert sorted(r.task_id for r in read_records(tmp_path / "j.jsonl")) == sorted(
+        f"t{i}" for i in range(16)
+    )
+
+
+def test_completed_run_resumes_to_nothing(tmp_path: Path) -> None:
+    tasks = _tasks(tmp_path, 2)
+    opts = {
+        "agent": "command",
+        "agent_options": {"cmd": "echo > repo/ok.txt"},
+        "run_dir": tmp_path / "run",
+    }
+    ksi.run(tasks, **opts)
+    summary = ksi.run(tasks, **opts)
+    assert summary.n_attempts == 2 and len(journal_lines(tmp_path / "run")) == 2
+    assert summary.run_complete
+
+
+def test_resume_refuses_a_changed_task_set(tmp_path: Path) -> None:
+    tasks = _tasks(tmp_path, 2)
+    opts = {"agent": "command", "agent_options": {"cmd": "true"}, "run_dir": tmp_path / "run"}
+    ksi.run(tasks, **opts)
+    write_tasks(tasks, [dict(TASK, task_id=f"t{i}") for i in range(3)])
+    with pytest.raises(RunError, match="tasks added since the run started: t2"):
+        ksi.run(tasks, **opts)
+    write_tasks(tasks, [dict(TASK, task_id="t0"), dict(TASK, task_id="t1", prompt="other")])
+    with pytest.raises(RunError, match="prompt or eval changed: t1"):
+        ksi.run(tasks, **opts)
+
+
+def test_resume_refuses_changed_key_options_via_cli(tmp_path: Path) -> None:
+    tasks = _tasks(tmp_path, 1)
+    run_dir = tmp_path / "run"
+    first = ksi_cli("run", str(tasks), "--agent", "nop", "--run-dir", str(run_dir))
+    assert first.returncode == 0, first.stderr
+    second = ksi_cli(
+        "run",
+        str(tasks),
+        "--agent",
+        "command",
+        "--agent-option",
+        "cmd=true",
+        "--run-dir",
+        str(run_dir),
+    )
+    assert second.returncode == 2
+    assert "agent: the run has 'nop', this command has 'command'" in second.stderr
+    assert "Traceback" not in second.stderr
+
+
+def test_resume_flag_reuses_the_stored_configuration(tmp_path: Path) -> None:
+    tasks = _tasks(tmp_path, 3)
+    run_dir = tmp_path / "run"
+    first = ksi_cli(
+        "run",
+        str(tasks),
+        "--agent",
+        "command",
+        "--agent-option",
+        "cmd=echo > repo/ok.txt",
+        "--run-dir",
+        str(run_dir),
+        "--max-tasks",
+        "3",
+    )
+    assert first.returncode == 0, first.stderr
+    lines = (run_dir / "journal.jsonl").read_text().splitlines()
+    (run_dir / "journal.jsonl").write_text(lines[0] + "\n")
+    again = ksi_cli("run", "--resume", "--run-dir", str(run_dir))
+    assert again.returncode == 0, again.stderr
+    assert len(journal_lines(run_dir)) == 3
+    assert "solved: 3/3" in again.stdout
