@@ -1,7 +1,300 @@
-"""Placeholder: being written."""
+"""``ksi agents`` (what agents exist and whether each can run here) and ``ksi doctor``.
 
+Both answer "why would my run fail before it starts?": a CLI that is not
+installed, a credential that is not set, a Docker daemon that is not
+running. Every failed check prints the command that fixes it; ``doctor``
+exits 1 when something the chosen run needs is missing.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import Annotated, Any
+
+import attrs
 import typer
+
+from ksi.agents.cli_base import binary_version
+from ksi.cli.common import echo_json, handle_errors
+from ksi.plugins import get_plugins, registry
+from ksi.registry import Registration
+
+MIN_PYTHON = (3, 11)
+DOCKER_NAMES = frozenset({"docker"})
+SANDBOX_NAMES = frozenset({"sandbox", "bwrap", "bubblewrap"})
+_PROBE_TIMEOUT = 10.0
 
 
 def register(app: typer.Typer) -> None:
-    """Add this module's commands to ``app``."""
+    """Add ``ksi agents`` and ``ksi doctor`` to ``app``."""
+    app.command("agents")(agents)
+    app.command("doctor")(doctor)
+
+
+# -- facts about one agent ---------------------------------------------------
+def agent_facts(reg: Registration, env: Mapping[str, str]) -> dict[str, Any]:
+    """Everything ``ksi agents`` shows about one registered agent (JSON-ready)."""
+    cls = reg.obj
+    binary = getattr(cls, "binary", None)
+    facts: dict[str, Any] = {
+        "name": reg.name,
+        "aliases": list(reg.aliases),
+        "plugin": reg.plugin,
+        "description": reg.description,
+        "binary": binary,
+        "path": None,
+        "version": None,
+        "installed": None,
+        "install_command": getattr(cls, "install_command", None),
+        "docs_url": getattr(cls, "docs_url", None),
+        "required_env": list(getattr(cls, "required_env", ()) or ()),
+        "optional_env": list(getattr(cls, "optional_env", ()) or ()),
+    }
+    if binary:
+        path, version = binary_version(binary)
+        facts.update(path=path, version=version, installed=path is not None)
+    check = getattr(cls, "check_credentials", None)
+    if callable(check):
+        result = check(env)
+        facts["credentials"] = {
+            "any_of": list(getattr(cls, "credential_env", ())),
+            "set": list(result.found),
+            "login_file": result.login_file,
+            "ok": result.ok,
+            "fix": result.hint or None,
+        }
+    else:
+        missing = [n for n in facts["required_env"] if not env.get(n)]
+        facts["credentials"] = {
+            "any_of": [],
+            "set": [n for n in facts["required_env"] if env.get(n)],
+            "login_file": None,
+            "ok": not missing,
+            "fix": ("set " + " and ".join(missing)) if missing else None,
+        }
+    return facts
+
+
+def _all_agent_facts(env: Mapping[str, str]) -> list[dict[str, Any]]:
+    regs = list(registry("agent"))
+    # Probing versions starts processes; do it in parallel so the listing stays quick.
+    with ThreadPoolExecutor(max_workers=max(1, min(8, len(regs)))) as pool:
+        return list(pool.map(lambda r: agent_facts(r, env), regs))
+
+
+def _describe(facts: dict[str, Any]) -> list[str]:
+    lines = [f"{facts['name']}  [{facts['plugin']}]  {facts['description']}"]
+    if facts["binary"]:
+        if facts["installed"]:
+            lines.append(
+                f"    binary: {facts['path']}"
+                + (f" ({facts['version']})" if facts["version"] else "")
+            )
+        else:
+            lines.append(
+                f"    binary: {facts['binary']} NOT on PATH; install: {facts['install_command']}"
+            )
+    cred = facts["credentials"]
+    if cred["any_of"] or facts["required_env"]:
+        if cred["ok"]:
+            how = ", ".join(cred["set"]) or f"login file {cred['login_file']}"
+            lines.append(f"    credentials: ok ({how})")
+        else:
+            lines.append(f"    credentials: MISSING; {cred['fix']}")
+    return lines
+
+
+@handle_errors
+def agents(
+    json_: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """List every agent: its plugin, binary and version, credentials, install command."""
+    facts = _all_agent_facts(os.environ)
+    if json_:
+        echo_json({"agents": facts})
+        return
+    for item in facts:
+        for line in _describe(item):
+            typer.echo(line)
+
+
+# -- doctor --------------------------------------------------------------------
+@attrs.frozen
+class Check:
+    """One line of the doctor's checklist."""
+
+    name: str
+    #: ``ok``, ``warn`` (worth knowing, not blocking) or ``fail`` (blocking).
+    status: str
+    detail: str
+    fix: str = ""
+
+
+def _python_check() -> Check:
+    version = ".".join(map(str, sys.version_info[:3]))
+    if sys.version_info[:2] >= MIN_PYTHON:
+        return Check("python", "ok", f"Python {version} ({sys.executable})")
+    need = ".".join(map(str, MIN_PYTHON))
+    return Check(
+        "python",
+        "fail",
+        f"Python {version} is too old",
+        f"install Python >= {need} and reinstall ksi",
+    )
+
+
+def _plugin_checks() -> list[Check]:
+    state = get_plugins()
+    state.build_all()
+    if not state.errors:
+        return [Check("plugins", "ok", f"{len(state.infos)} plugins loaded without errors")]
+    return [
+        Check(
+            f"plugin {e.plugin}",
+            "warn",
+            str(e),
+            f"python -m pip install -U {e.distribution}  (or KSI_DISABLE_PLUGINS={e.plugin})",
+        )
+        for e in state.errors
+    ]
+
+
+def _agent_checks(facts: dict[str, Any], *, blocking: bool) -> list[Check]:
+    bad = "fail" if blocking else "warn"
+    name = facts["name"]
+    checks = []
+    if facts["binary"]:
+        if facts["installed"]:
+            version = f" {facts['version']}" if facts["version"] else ""
+            checks.append(Check(f"{name} binary", "ok", f"{facts['path']}{version}"))
+        else:
+            checks.append(
+                Check(
+                    f"{name} binary",
+                    bad,
+                    f"`{facts['binary']}` is not on PATH",
+                    facts["install_command"] or "",
+                )
+            )
+    cred = facts["credentials"]
+    if cred["any_of"] or facts["required_env"]:
+        if cred["ok"]:
+            how = ", ".join(cred["set"]) or f"login file {cred['login_file']}"
+            checks.append(Check(f"{name} credentials", "ok", how))
+        else:
+            checks.append(
+                Check(f"{name} credentials", bad, "no credentials set", cred["fix"] or "")
+            )
+    return checks
+
+
+def _probe(argv: list[str]) -> tuple[bool, str]:
+    try:
+        proc = subprocess.run(
+            argv, capture_output=True, text=True, timeout=_PROBE_TIMEOUT, stdin=subprocess.DEVNULL
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return False, str(exc)
+    out = (proc.stdout.strip() or proc.stderr.strip()).splitlines()
+    return proc.returncode == 0, out[-1] if out else f"exit code {proc.returncode}"
+
+
+def _docker_check() -> Check:
+    if shutil.which("docker") is None:
+        return Check(
+            "docker",
+            "fail",
+            "`docker` is not on PATH",
+            "install Docker: https://docs.docker.com/engine/install/",
+        )
+    ok, detail = _probe(["docker", "info", "--format", "{{.ServerVersion}}"])
+    if ok:
+        return Check("docker", "ok", f"daemon reachable (server {detail})")
+    return Check(
+        "docker",
+        "fail",
+        f"daemon not reachable: {detail}",
+        "sudo systemctl start docker  (and add yourself to the docker group: "
+        "sudo usermod -aG docker $USER)",
+    )
+
+
+def _bwrap_check() -> Check:
+    if shutil.which("bwrap") is None:
+        return Check(
+            "bubblewrap", "fail", "`bwrap` is not on PATH", "sudo apt-get install bubblewrap"
+        )
+    ok, detail = _probe(["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--unshare-pid", "true"])
+    if ok:
+        return Check("bubblewrap", "ok", "bwrap can create a sandbox")
+    return Check(
+        "bubblewrap",
+        "fail",
+        f"bwrap cannot create a sandbox: {detail}",
+        "sudo sysctl -w kernel.unprivileged_userns_clone=1 "
+        "kernel.apparmor_restrict_unprivileged_userns=0",
+    )
+
+
+def _environment_checks(name: str) -> list[Check]:
+    reg = registry("environment").get(name)
+    keys = {reg.name.lower(), *(a.lower() for a in reg.aliases)}
+    checks = [Check(f"environment {reg.name}", "ok", f"provided by {reg.plugin}")]
+    if keys & DOCKER_NAMES:
+        checks.append(_docker_check())
+    if keys & SANDBOX_NAMES:
+        checks.append(_bwrap_check())
+    return checks
+
+
+def run_checks(agent: str | None, environment: str | None) -> list[Check]:
+    """The checklist for a run with this agent and environment (all agents when none)."""
+    checks = [_python_check(), *_plugin_checks()]
+    if agent is not None:
+        reg = registry("agent").get(agent)
+        checks += _agent_checks(agent_facts(reg, os.environ), blocking=True)
+    else:
+        for facts in _all_agent_facts(os.environ):
+            checks += _agent_checks(facts, blocking=False)
+    if environment is not None:
+        checks += _environment_checks(environment)
+    return checks
+
+
+_MARK = {"ok": "[ok]  ", "warn": "[warn]", "fail": "[FAIL]"}
+
+
+@handle_errors
+def doctor(
+    agent: Annotated[
+        str | None, typer.Option("--agent", help="Check what this agent needs (blocking).")
+    ] = None,
+    environment: Annotated[
+        str | None,
+        typer.Option("--environment", help="Check what this environment needs (blocking)."),
+    ] = None,
+    json_: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """Check Python, plugins, agent binaries and credentials, Docker/bubblewrap.
+
+    Without --agent every agent is checked but nothing about agents is
+    blocking; exit code 1 when a blocking check fails.
+    """
+    checks = run_checks(agent, environment)
+    failed = any(c.status == "fail" for c in checks)
+    if json_:
+        echo_json({"ok": not failed, "checks": [attrs.asdict(c) for c in checks]})
+    else:
+        for c in checks:
+            line = f"{_MARK[c.status]} {c.name}: {c.detail}"
+            if c.fix and c.status != "ok":
+                line += f"\n         fix: {c.fix}"
+            typer.echo(line)
+        typer.echo("Something blocking is missing." if failed else "Ready.")
+    if failed:
+        raise typer.Exit(1)

@@ -156,16 +156,16 @@ class Runner:
         check = getattr(self.agent, "check_tasks", None)
         if callable(check):
             problems.extend(check(tasks))
+        for var in getattr(self.agent, "required_env", ()):
+            if not os.environ.get(var):
+                problems.append(
+                    f"agent {component_name(self.agent)!r} needs ${var}; "
+                    f"export {var}=... before running"
+                )
+        # "One of these keys, or a login file" rules live with the agent.
         missing = getattr(self.agent, "missing_credentials", None)
         if callable(missing):
             problems.extend(missing(os.environ))
-        else:
-            for var in getattr(self.agent, "required_env", ()):
-                if not os.environ.get(var):
-                    problems.append(
-                        f"agent {component_name(self.agent)!r} needs ${var}; "
-                        f"export {var}=... before running"
-                    )
         if problems:
             raise UserInputError("\n".join(problems))
 

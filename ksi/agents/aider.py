@@ -1,0 +1,167 @@
+"""Aider as a KSI agent.
+
+Invocation follows "Scripting aider" (https://aider.chat/docs/scripting.html)
+and the options reference (https://aider.chat/docs/config/options.html):
+``--message-file`` sends the prompt file once and exits (no
+argument-length limit), ``--yes-always`` answers every confirmation,
+``--no-pretty``/``--no-stream``/``--no-fancy-input`` keep the output plain,
+and update checks, release notes, model warnings and analytics are off so nothing waits on
+the network or a question. Aider has no JSON output; after every model
+call it prints ``Tokens: 12k sent, 1.2k cache write, 3.4k cache hit, 345
+received. Cost: $0.01 message, $0.02 session.``, which KSI parses (token
+counts above 1,000 are rounded by Aider: ``1.2k``, ``12k``). "sent" counts
+cache writes and hits, so KSI subtracts them to get uncached input.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, ClassVar
+
+import attrs
+
+from ksi.agents.cli_base import CliAgent, Parsed, extra_args_field, read_text
+from ksi.hookspecs import hookimpl
+from ksi.interfaces import AgentContext, ExecResult, Usage
+
+_NUM = r"([\d.,]+[kKmM]?)"
+_TOKENS = re.compile(
+    rf"Tokens: {_NUM} sent(?:, {_NUM} cache write)?(?:, {_NUM} cache hit)?, {_NUM} received\."
+    r"(?:\s*Cost: \$([\d.,]+) message, \$([\d.,]+) session\.)?"
+)
+#: Lines Aider prints when a model call fails (litellm exception names and
+#: Aider's own explanations).
+_ERROR_LINE = re.compile(
+    r"litellm\.\w+(?:Error|Exception)|\w+Error:|exceeds the [\d,]+ token limit"
+    r"|larger than the context window|rate limited|API provider|Error:",
+    re.IGNORECASE,
+)
+_NOISE = re.compile(
+    r"^(?:Aider v|Main model:|Weak model:|Git repo:|Repo-map:|Model:|Added .* to the chat"
+    r"|Applied edit to|Commit [0-9a-f]+|Tokens:|Cost:|https://aider\.chat|─+$)"
+)
+
+
+def _count(text: str | None) -> int:
+    """``"1.2k"`` -> 1200, ``"12k"`` -> 12000, ``"950"`` -> 950."""
+    if not text:
+        return 0
+    text = text.replace(",", "")
+    scale = {"k": 1_000, "m": 1_000_000}.get(text[-1].lower(), 1)
+    number = text[:-1] if scale != 1 else text
+    try:
+        return round(float(number) * scale)
+    except ValueError:
+        return 0
+
+
+@attrs.define(frozen=True)
+class AiderAgent(CliAgent):
+    """Aider in scripting mode (one message, then exit)."""
+
+    name: ClassVar[str] = "aider"
+    aliases: ClassVar[tuple[str, ...]] = ()
+    description: ClassVar[str] = "Aider (aider --message-file --yes-always)"
+    binary: ClassVar[str] = "aider"
+    install_command: ClassVar[str] = "python -m pip install aider-install && aider-install"
+    docs_url: ClassVar[str] = "https://aider.chat/docs/scripting.html"
+    credential_env: ClassVar[tuple[str, ...]] = (
+        "ANTHROPIC_API_KEY",
+        "OPENAI_API_KEY",
+        "GEMINI_API_KEY",
+        "DEEPSEEK_API_KEY",
+        "OPENROUTER_API_KEY",
+        "GROQ_API_KEY",
+        "XAI_API_KEY",
+        "MISTRAL_API_KEY",
+        "COHERE_API_KEY",
+        "AZURE_API_KEY",
+        "OLLAMA_API_BASE",
+    )
+    login_hint: ClassVar[str] = "pass --api-key provider=KEY in extra_args"
+    extra_env: ClassVar[tuple[str, ...]] = (
+        "OPENAI_API_BASE",
+        "AZURE_API_BASE",
+        "AZURE_API_VERSION",
+        "AIDER_MODEL",
+    )
+
+    #: ``--edit-format`` (e.g. ``diff``, ``whole``, ``udiff``); empty: the model's default.
+    edit_format: str = ""
+    #: ``--reasoning-effort`` for models that take one.
+    reasoning_effort: str = ""
+    #: Let Aider find (or create) a git repository and use its repo map;
+    #: off: ``--no-git`` (the workspace is not a git repository).
+    git: bool = False
+    #: Let Aider commit its edits (``--auto-commits``); off by default so the
+    #: graded workspace holds plain edits.
+    auto_commits: bool = False
+    #: More flags, shell-quoted, appended verbatim.
+    extra_args: str = extra_args_field()
+
+    def command(self, ctx: AgentContext) -> tuple[list[str], str | None]:
+        argv = [
+            self.binary,
+            "--message-file",
+            self.prompt_path(ctx),
+            "--yes-always",
+            "--no-pretty",
+            "--no-stream",
+            "--no-fancy-input",
+            "--no-check-update",
+            "--no-show-release-notes",
+            "--analytics-disable",
+            "--no-show-model-warnings",
+            "--auto-commits" if self.auto_commits else "--no-auto-commits",
+            *([] if self.git else ["--no-git"]),
+            *self.model_flag(ctx, "--model"),
+        ]
+        if self.edit_format:
+            argv += ["--edit-format", self.edit_format]
+        if self.reasoning_effort:
+            argv += ["--reasoning-effort", self.reasoning_effort]
+        return argv, None
+
+    def parse(self, ctx: AgentContext, result: ExecResult) -> Parsed:
+        text = read_text(result.stdout_path)
+        lines = text.splitlines()
+        inp = out = cache_w = cache_r = calls = 0
+        cost: float | None = None
+        last_usage_line = -1
+        prev_usage_line = -1
+        for i, line in enumerate(lines):
+            m = _TOKENS.search(line)
+            if not m:
+                continue
+            calls += 1
+            sent, write, hit, received = (_count(g) for g in m.group(1, 2, 3, 4))
+            cache_w += write
+            cache_r += hit
+            inp += max(sent - write - hit, 0)
+            out += received
+            if m.group(6):
+                cost = float(m.group(6).replace(",", ""))
+            prev_usage_line, last_usage_line = last_usage_line, i
+        usage = Usage(inp, out, cache_r, cache_w, cost, calls or None)
+        # The reply is what Aider printed between the previous usage line and the last.
+        reply = [
+            ln
+            for ln in lines[prev_usage_line + 1 : max(last_usage_line, 0)]
+            if ln.strip()
+            and not _NOISE.match(ln.strip())
+            and not _ERROR_LINE.search(ln)
+            and not ln.startswith("Retrying in")
+        ]
+        # Errors only count when no successful call followed them (Aider retries).
+        errors = [ln.strip() for ln in lines[last_usage_line + 1 :] if _ERROR_LINE.search(ln)]
+        return Parsed(
+            usage=usage,
+            final_message="\n".join(reply).strip()[-4000:],
+            error=" | ".join(errors[-3:]),
+            succeeded=calls > 0 and not errors,
+        )
+
+
+@hookimpl(trylast=True)
+def ksi_register_agents(register: Any) -> None:
+    register(AiderAgent)

@@ -1,0 +1,191 @@
+"""Claude Code (``claude``) as a KSI agent.
+
+Invocation follows the headless-mode documentation
+(https://docs.claude.com/en/docs/claude-code/headless and the CLI reference
+https://docs.claude.com/en/docs/claude-code/cli-reference): ``claude -p``
+with the prompt on stdin (no argument-length limit), ``--output-format
+stream-json`` (which requires ``--verbose`` with ``-p``) so the attempt keeps
+every message as JSON lines, and a permission mode that lets it edit files
+and run commands without asking. The last line is the ``result`` message:
+``subtype`` (``success``, ``error_max_turns``, ``error_during_execution``...),
+``is_error``, ``num_turns``, ``result`` (the final text), ``total_cost_usd``
+and cumulative ``usage`` (``input_tokens``, ``output_tokens``,
+``cache_read_input_tokens``, ``cache_creation_input_tokens``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import attrs
+
+from ksi.agents.cli_base import (
+    CliAgent,
+    Parsed,
+    as_float,
+    as_int,
+    choice_field,
+    extra_args_field,
+    json_lines,
+    positive_int_or_none,
+)
+from ksi.hookspecs import hookimpl
+from ksi.interfaces import AgentContext, ExecResult, Usage
+
+PERMISSION_MODES = ("bypassPermissions", "acceptEdits", "default", "plan")
+#: Result subtypes that mean a limit the user set was reached.
+_LIMIT_SUBTYPES = {"error_max_turns": "turn limit", "error_max_budget_usd": "budget limit"}
+
+
+def _usage(raw: Any, *, cost: float | None = None, turns: int | None = None) -> Usage:
+    u = raw if isinstance(raw, dict) else {}
+    return Usage(
+        input_tokens=as_int(u.get("input_tokens")),
+        output_tokens=as_int(u.get("output_tokens")),
+        cache_read_tokens=as_int(u.get("cache_read_input_tokens")),
+        cache_write_tokens=as_int(u.get("cache_creation_input_tokens")),
+        cost_usd=cost,
+        turns=turns,
+    )
+
+
+@attrs.define(frozen=True)
+class ClaudeCodeAgent(CliAgent):
+    """Anthropic's Claude Code CLI in headless mode."""
+
+    name: ClassVar[str] = "claude-code"
+    aliases: ClassVar[tuple[str, ...]] = ("claude",)
+    description: ClassVar[str] = "Claude Code CLI (claude -p, stream-json output)"
+    binary: ClassVar[str] = "claude"
+    install_command: ClassVar[str] = "npm install -g @anthropic-ai/claude-code"
+    docs_url: ClassVar[str] = "https://docs.claude.com/en/docs/claude-code/headless"
+    credential_env: ClassVar[tuple[str, ...]] = (
+        "ANTHROPIC_API_KEY",
+        "CLAUDE_CODE_OAUTH_TOKEN",
+        "ANTHROPIC_AUTH_TOKEN",
+        "CLAUDE_CODE_USE_BEDROCK",
+        "CLAUDE_CODE_USE_VERTEX",
+    )
+    login_files: ClassVar[tuple[str, ...]] = (".claude/.credentials.json",)
+    login_hint: ClassVar[str] = "run `claude setup-token` and set CLAUDE_CODE_OAUTH_TOKEN"
+    extra_env: ClassVar[tuple[str, ...]] = (
+        "ANTHROPIC_BASE_URL",
+        "ANTHROPIC_MODEL",
+        "ANTHROPIC_SMALL_FAST_MODEL",
+        "AWS_REGION",
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_SESSION_TOKEN",
+        "AWS_PROFILE",
+        "ANTHROPIC_VERTEX_PROJECT_ID",
+        "CLOUD_ML_REGION",
+        "GOOGLE_APPLICATION_CREDENTIALS",
+    )
+
+    #: Stop after this many agentic turns (``--max-turns``).
+    max_turns: int | None = positive_int_or_none()
+    #: ``--permission-mode``; ``bypassPermissions`` never asks (Claude Code
+    #: refuses it when run as root outside a sandbox; use ``acceptEdits`` then).
+    permission_mode: str = choice_field("bypassPermissions", PERMISSION_MODES)
+    #: ``--allowedTools`` (e.g. ``"Bash,Edit,Read"``); empty: the CLI's default.
+    allowed_tools: str = ""
+    #: ``--disallowedTools``.
+    disallowed_tools: str = ""
+    #: ``--append-system-prompt``.
+    append_system_prompt: str = ""
+    #: More flags, shell-quoted, appended verbatim.
+    extra_args: str = extra_args_field()
+
+    def command(self, ctx: AgentContext) -> tuple[list[str], str | None]:
+        argv = [
+            self.binary,
+            "-p",
+            "--output-format",
+            "stream-json",
+            "--verbose",
+            "--permission-mode",
+            self.permission_mode,
+            *self.model_flag(ctx, "--model"),
+        ]
+        if self.max_turns is not None:
+            argv += ["--max-turns", str(self.max_turns)]
+        if self.allowed_tools:
+            argv += ["--allowedTools", self.allowed_tools]
+        if self.disallowed_tools:
+            argv += ["--disallowedTools", self.disallowed_tools]
+        if self.append_system_prompt:
+            argv += ["--append-system-prompt", self.append_system_prompt]
+        return argv, ctx.prompt
+
+    def process_env(self, ctx: AgentContext) -> dict[str, str]:
+        # No auto-update or telemetry traffic in the middle of an attempt.
+        return {"DISABLE_AUTOUPDATER": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"}
+
+    def parse(self, ctx: AgentContext, result: ExecResult) -> Parsed:
+        final: dict[str, Any] | None = None
+        last_text = ""
+        per_message: dict[str, Any] = {}
+        assistant_turns = 0
+        for event in json_lines(result.stdout_path):
+            kind = event.get("type")
+            if kind == "result":
+                final = event
+            elif kind == "assistant":
+                message = event.get("message") or {}
+                if not isinstance(message, dict):
+                    continue
+                texts = [
+                    b.get("text", "")
+                    for b in message.get("content") or []
+                    if isinstance(b, dict) and b.get("type") == "text"
+                ]
+                if any(texts):
+                    last_text = "".join(texts)
+                msg_id = str(message.get("id") or f"#{assistant_turns}")
+                if msg_id not in per_message:
+                    assistant_turns += 1
+                # Every content block of one API message repeats its usage.
+                per_message[msg_id] = message.get("usage")
+        if final is None:
+            # Interrupted run (timeout, crash): add up what the messages said.
+            total = Usage(turns=assistant_turns or None)
+            for raw in per_message.values():
+                u = _usage(raw)
+                total = attrs.evolve(
+                    total,
+                    input_tokens=total.input_tokens + u.input_tokens,
+                    output_tokens=total.output_tokens + u.output_tokens,
+                    cache_read_tokens=total.cache_read_tokens + u.cache_read_tokens,
+                    cache_write_tokens=total.cache_write_tokens + u.cache_write_tokens,
+                )
+            return Parsed(usage=total, final_message=last_text)
+        turns = final.get("num_turns")
+        usage = _usage(
+            final.get("usage"),
+            cost=as_float(final.get("total_cost_usd", final.get("cost_usd"))),
+            turns=as_int(turns) if turns is not None else None,
+        )
+        text = final.get("result")
+        message = text if isinstance(text, str) else last_text
+        subtype = str(final.get("subtype") or "")
+        if subtype == "success" and not final.get("is_error"):
+            return Parsed(usage=usage, final_message=message, succeeded=True)
+        if subtype in _LIMIT_SUBTYPES:
+            return Parsed(
+                usage=usage,
+                final_message=last_text,
+                error=f"Claude Code stopped: {_LIMIT_SUBTYPES[subtype]} reached ({subtype})",
+                status="budget_exceeded",
+            )
+        errors = final.get("errors")
+        detail = message or ("; ".join(str(e) for e in errors) if isinstance(errors, list) else "")
+        return Parsed(
+            usage=usage,
+            final_message=last_text if message == detail else message,
+            error=detail if subtype == "success" else f"{subtype or 'error'}: {detail}".strip(": "),
+        )
+
+
+@hookimpl(trylast=True)
+def ksi_register_agents(register: Any) -> None:
+    register(ClaudeCodeAgent)

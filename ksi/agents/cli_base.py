@@ -1,0 +1,361 @@
+"""What every coding-agent CLI plugin shares.
+
+A CLI agent is an attrs class (its fields are the user's ``--agent-option``
+keys) that subclasses :class:`CliAgent` and supplies four things: the argv
+its CLI documents for a non-interactive run, the credentials it accepts,
+a parser for its machine-readable output, and install/doc metadata for
+``ksi agents`` and ``ksi doctor``. The base class does the rest the same way
+for every CLI: the prompt file, the long-prompt fallback, the credential
+check before a run, and turning an exit status plus parsed output into an
+:class:`~ksi.interfaces.AgentOutcome`.
+
+Usage convention (one meaning for every agent, so totals add up):
+``input_tokens`` are *uncached* input tokens; ``cache_read_tokens`` and
+``cache_write_tokens`` are the cached ones; total input is their sum.
+``output_tokens`` include reasoning/thinking tokens. ``cost_usd`` is only
+set when the CLI reports it (never estimated by KSI). ``turns`` is the
+number of model calls/steps the CLI reports.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import subprocess
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+import attrs
+
+from ksi.agents.errors import classify_text, first_line
+from ksi.interfaces import AgentContext, AgentOutcome, ExecResult, Invocation, Usage
+from ksi.models import TaskSpec
+from ksi.proc import read_tail
+
+#: Linux refuses a single argv string longer than MAX_ARG_STRLEN (128 KiB);
+#: prompts above this many bytes go through stdin or the prompt file instead.
+PROMPT_ARG_LIMIT = 100_000
+
+#: Where the prompt is written in the workspace (shared convention with the
+#: built-in agents: ``<workspace>/.ksi/prompt.md``).
+PROMPT_RELPATH = ".ksi/prompt.md"
+
+#: How much of each log the outcome reads for error text.
+_TAIL_BYTES = 16_384
+#: Largest stdout a parser reads whole (JSON outputs); bigger logs are read
+#: line by line, which every JSONL parser here supports.
+_MAX_JSON_BYTES = 64 * 1024 * 1024
+
+
+@attrs.frozen
+class Parsed:
+    """What an agent's own output says about the run."""
+
+    usage: Usage = attrs.field(factory=Usage)
+    final_message: str = ""
+    #: The error the CLI reported in its output (empty when none).
+    error: str = ""
+    #: A status the output states outright (e.g. a turn limit reached);
+    #: ``None`` leaves it to the exit code and the error text.
+    status: str | None = None
+    #: True when the output says the run succeeded (overrides a stray error line).
+    succeeded: bool = False
+
+
+@attrs.frozen
+class CredentialCheck:
+    """Whether an agent can authenticate, for ``ksi agents`` and ``ksi doctor``."""
+
+    ok: bool
+    #: The variables that are set (names only, never values).
+    found: tuple[str, ...]
+    #: A login file that satisfies the CLI instead of a variable, when found.
+    login_file: str | None
+    #: What to do when not ok.
+    hint: str
+
+
+def split_args(value: str) -> list[str]:
+    """``extra_args`` option: shell-style words (quotes respected)."""
+    try:
+        return shlex.split(value)
+    except ValueError as exc:
+        raise ValueError(f"extra_args {value!r} is not valid shell quoting: {exc}") from exc
+
+
+def _check_extra_args(_inst: object, attribute: attrs.Attribute[str], value: str) -> None:
+    split_args(value)
+
+
+def extra_args_field() -> Any:
+    """The ``extra_args`` option every CLI agent has: flags appended verbatim."""
+    return attrs.field(default="", validator=[attrs.validators.instance_of(str), _check_extra_args])
+
+
+def choice_field(default: str, choices: Sequence[str]) -> Any:
+    """A string option restricted to ``choices`` (``""`` meaning "CLI default" when listed)."""
+    return attrs.field(default=default, validator=attrs.validators.in_(tuple(choices)))
+
+
+def positive_int_or_none() -> Any:
+    return attrs.field(
+        default=None,
+        validator=attrs.validators.optional(
+            [attrs.validators.instance_of(int), attrs.validators.gt(0)]
+        ),
+    )
+
+
+def json_lines(path: Path | str) -> Iterator[dict[str, Any]]:
+    """Every JSON object line of a log; other lines (banners, warnings) are skipped."""
+    try:
+        fh = open(path, encoding="utf-8", errors="replace")  # noqa: SIM115 (generator)
+    except OSError:
+        return
+    with fh:
+        for line in fh:
+            line = line.strip()
+            if not line.startswith("{"):
+                continue
+            try:
+                obj = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(obj, dict):
+                yield obj
+
+
+def read_text(path: Path | str, limit: int = _MAX_JSON_BYTES) -> str:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(limit).decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
+def as_int(value: Any) -> int:
+    """A token count from JSON; anything that is not a number counts as 0."""
+    if isinstance(value, bool):
+        return 0
+    if isinstance(value, int):
+        return max(value, 0)
+    if isinstance(value, float):
+        return max(int(value), 0)
+    return 0
+
+
+def as_dict(value: Any) -> dict[str, Any]:
+    """A JSON object from untrusted output, or ``{}`` when it is anything else."""
+    return value if isinstance(value, dict) else {}
+
+
+def as_float(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+class CliAgent:
+    """Base of the built-in coding-agent CLI plugins (see the module docstring)."""
+
+    name: ClassVar[str]
+    aliases: ClassVar[tuple[str, ...]] = ()
+    description: ClassVar[str]
+    #: The executable KSI runs.
+    binary: ClassVar[str]
+    #: The command that installs ``binary``.
+    install_command: ClassVar[str]
+    #: The documentation the invocation follows.
+    docs_url: ClassVar[str]
+    #: Variables that must all be set (rare: most CLIs accept one of several).
+    required_env: ClassVar[tuple[str, ...]] = ()
+    #: Any one of these authenticates the CLI.
+    credential_env: ClassVar[tuple[str, ...]] = ()
+    #: Files under ``$HOME`` left by the CLI's own login command; any one of
+    #: them authenticates it too (works where the agent sees the host's home).
+    login_files: ClassVar[tuple[str, ...]] = ()
+    #: How to log in without a variable, for messages.
+    login_hint: ClassVar[str] = ""
+    #: Further variables passed through when set (base URLs, provider switches).
+    extra_env: ClassVar[tuple[str, ...]] = ()
+    #: A trajectory file the CLI writes under ``<workspace>/.ksi/``, copied into
+    #: the attempt directory by :meth:`outcome` (empty: stdout is the trajectory).
+    trajectory_file: ClassVar[str] = ""
+
+    # attrs subclasses define: extra_args: str
+
+    # -- the environment -------------------------------------------------
+    @classmethod
+    def env_names(cls) -> tuple[str, ...]:
+        """Every variable this agent may receive from the host."""
+        names = [*cls.required_env, *cls.credential_env, *cls.extra_env]
+        return tuple(dict.fromkeys(names))
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # The scrubbed environment passes required_env and optional_env only;
+        # credentials are "one of", so they travel as optional and are checked
+        # by missing_credentials() before the run.
+        if "optional_env" not in cls.__dict__:
+            cls.optional_env = tuple(n for n in cls.env_names() if n not in cls.required_env)
+
+    optional_env: ClassVar[tuple[str, ...]] = ()
+
+    @classmethod
+    def check_credentials(cls, env: Mapping[str, str], home: Path | None = None) -> CredentialCheck:
+        """Which credentials are available in ``env`` (and the login files under ``home``)."""
+        found = tuple(n for n in cls.credential_env if env.get(n, "").strip())
+        missing_required = [n for n in cls.required_env if not env.get(n, "").strip()]
+        login = None
+        if home is None:
+            home_var = env.get("HOME")
+            home = Path(home_var) if home_var else None
+        if home is not None:
+            for rel in cls.login_files:
+                if (home / rel).is_file():
+                    login = str(home / rel)
+                    break
+        has_cred = not cls.credential_env or bool(found) or login is not None
+        ok = has_cred and not missing_required
+        hints = []
+        if missing_required:
+            hints.append("set " + " and ".join(missing_required))
+        if not has_cred:
+            choices = " or ".join(cls.credential_env)
+            hint = f"set {choices}" if len(cls.credential_env) < 2 else f"set one of {choices}"
+            if cls.login_hint:
+                hint += f" (or {cls.login_hint})"
+            hints.append(hint)
+        return CredentialCheck(ok, found, login, "; ".join(hints))
+
+    def missing_credentials(self, env: Mapping[str, str], home: Path | None = None) -> list[str]:
+        """Problems that stop this agent from authenticating; empty when it can.
+
+        The runner calls this with the host environment (``os.environ``) before
+        the first attempt and stops with a :class:`ksi.errors.UserInputError`
+        listing the problems when any is returned.
+        """
+        check = self.check_credentials(env, home)
+        if check.ok:
+            return []
+        return [f"agent {self.name!r} has no credentials: {check.hint}"]
+
+    # -- the Agent protocol ----------------------------------------------
+    def check_tasks(self, tasks: Sequence[TaskSpec]) -> list[str]:
+        return []
+
+    def setup(self, ctx: AgentContext) -> None:
+        """Write the prompt file (every CLI can fall back to it); drop a stale trajectory."""
+        ksi_dir = ctx.host_workspace / ".ksi"
+        ksi_dir.mkdir(parents=True, exist_ok=True)
+        (ctx.host_workspace / PROMPT_RELPATH).write_text(ctx.prompt, encoding="utf-8")
+        if self.trajectory_file:
+            (ksi_dir / self.trajectory_file).unlink(missing_ok=True)
+
+    def invocation(self, ctx: AgentContext) -> Invocation | None:
+        argv, stdin = self.command(ctx)
+        extra = split_args(str(getattr(self, "extra_args", "")))
+        argv = [*argv, *extra, *self.tail_args(ctx)]
+        return Invocation(argv=tuple(argv), env=self.process_env(ctx), stdin=stdin, cwd=".")
+
+    def command(self, ctx: AgentContext) -> tuple[list[str], str | None]:
+        """The argv (without ``extra_args``) and the stdin text for this attempt."""
+        raise NotImplementedError
+
+    def tail_args(self, ctx: AgentContext) -> list[str]:
+        """Arguments that must come after ``extra_args`` (a positional prompt, ``-``)."""
+        return []
+
+    def process_env(self, ctx: AgentContext) -> dict[str, str]:
+        """Variables the CLI needs set for a non-interactive run (no credentials)."""
+        return {}
+
+    def parse(self, ctx: AgentContext, result: ExecResult) -> Parsed:
+        """Read usage, final message and reported errors from the CLI's output."""
+        raise NotImplementedError
+
+    def outcome(self, ctx: AgentContext, result: ExecResult | None) -> AgentOutcome:
+        """Classify the run: timeout, spawn failure, reported errors, exit code."""
+        if result is None:
+            return AgentOutcome(status="crashed", error=f"{self.name}: the agent process never ran")
+        self._keep_trajectory(ctx)
+        if result.spawn_error:
+            return AgentOutcome(
+                status="crashed",
+                error=f"could not start {self.binary!r}: {result.spawn_error}; "
+                f"install it with: {self.install_command}",
+            )
+        try:
+            parsed = self.parse(ctx, result)
+        except Exception as exc:  # a parser bug must not lose the attempt
+            parsed = Parsed(error=f"KSI could not parse {self.name} output: {exc}")
+        stderr_tail = read_tail(result.stderr_path, _TAIL_BYTES) if result.stderr_path else ""
+        if result.timed_out:
+            return AgentOutcome(
+                "timeout",
+                parsed.usage,
+                parsed.final_message,
+                f"{self.name} timed out after {result.duration_sec:.0f}s",
+            )
+        failed = result.exit_code != 0 or bool(parsed.error) or parsed.status is not None
+        if parsed.succeeded and result.exit_code == 0 and parsed.status is None:
+            failed = False
+        if not failed:
+            return AgentOutcome("completed", parsed.usage, parsed.final_message, "")
+        status = parsed.status or classify_text([parsed.error, stderr_tail]) or "crashed"
+        error = (
+            parsed.error
+            or stderr_tail.strip()
+            or (f"{self.binary} exited with code {result.exit_code}")
+        )
+        if result.exit_code not in (0, None):
+            error = f"exit code {result.exit_code}: {error}"
+        return AgentOutcome(status, parsed.usage, parsed.final_message, first_line(error))
+
+    def _keep_trajectory(self, ctx: AgentContext) -> None:
+        if not self.trajectory_file:
+            return
+        src = ctx.host_workspace / ".ksi" / self.trajectory_file
+        if src.is_file():
+            ctx.attempt_dir.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(src, ctx.attempt_dir / self.trajectory_file)
+
+    # -- helpers for subclasses -----------------------------------------
+    @staticmethod
+    def prompt_path(ctx: AgentContext) -> str:
+        """The prompt file as the agent's process sees it."""
+        return ctx.workspace_path.rstrip("/") + "/" + PROMPT_RELPATH
+
+    @staticmethod
+    def fits_argv(prompt: str) -> bool:
+        return len(prompt.encode("utf-8")) <= PROMPT_ARG_LIMIT
+
+    def trajectory_path(self, ctx: AgentContext) -> str:
+        return ctx.workspace_path.rstrip("/") + "/.ksi/" + self.trajectory_file
+
+    @staticmethod
+    def model_flag(ctx: AgentContext, flag: str) -> list[str]:
+        return [flag, ctx.model] if ctx.model else []
+
+
+def binary_version(binary: str, timeout: float = 5.0) -> tuple[str | None, str | None]:
+    """(path on PATH, first line of ``--version``); either is ``None`` when unknown."""
+    path = shutil.which(binary)
+    if path is None:
+        return None, None
+    try:
+        proc = subprocess.run(
+            [path, "--version"],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
+            env={**os.environ, "NO_COLOR": "1"},
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return path, None
+    text = (proc.stdout or proc.stderr).strip()
+    return path, (text.splitlines()[0].strip() if text else None)

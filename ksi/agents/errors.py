@@ -1,0 +1,75 @@
+"""Classifying how a coding-agent CLI run ended.
+
+The runner acts on an attempt's status: it retries ``rate_limited`` attempts,
+stops a run on ``auth_error`` and reports ``context_exceeded`` and
+``budget_exceeded`` apart from ordinary failures. Every CLI words these
+errors differently, but they all pass on the provider's wording (HTTP status,
+error type), so one ordered list of patterns covers them; each agent adds
+what its own structured output says (e.g. Claude Code's ``error_max_turns``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+#: An HTTP status as CLIs print it ("status 429", "API Error: 529", "429 Too Many"),
+#: never a bare number (which could be a token count).
+_HTTP = r"(?:status|http|error|code)\W{{0,3}}(?:code\W{{0,3}})?{code}\b|(?-i:\b{code} [A-Z][a-z])"
+
+#: (status, pattern) in priority order: the first match wins. Budget patterns
+#: come before rate-limit ones because providers report an exhausted balance
+#: as HTTP 429 too ("insufficient_quota"); context before auth because a
+#: context error message can mention the API key's model.
+_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
+    (status, re.compile(pattern, re.IGNORECASE))
+    for status, pattern in (
+        (
+            "context_exceeded",
+            r"context[_ ]?length[_ ]?exceeded|context[_ ]?window[_ ]?exceeded"
+            r"|exceeds? (?:the )?(?:model'?s? )?context (?:window|limit|length)"
+            r"|prompt is too long|maximum context length|input is too long"
+            r"|ContextWindowExceededError|too many tokens|token limit exceeded"
+            r"|exceeds the [\d,]+ token limit|larger than the context window"
+            r"|exceeds the maximum number of tokens",
+        ),
+        (
+            "budget_exceeded",
+            r"insufficient[_ ]quota|credit balance is too low|usage limit (?:reached|exceeded)"
+            r"|hit your usage limit|exceeded your current quota|billing|payment required"
+            r"|spend(?:ing)? limit|budget (?:limit|exceeded)|max(?:imum)?[_ ]budget"
+            r"|LimitsExceeded|cost limit|requests per day|daily (?:quota|limit)",
+        ),
+        (
+            "auth_error",
+            _HTTP.format(code="40[13]") + r"|unauthori[sz]ed|authentication[_ ]?(?:error|failed)"
+            r"|invalid[_ ]?(?:x-)?api[_ ]?key|incorrect api key|api key not valid"
+            r"|invalid bearer token|not logged in|please run /login|please log ?in"
+            r"|permission[_ ]denied.*api|AuthenticationError|ProviderAuthError"
+            r"|missing (?:an )?api key|no api key|api[_ ]key.*(?:not set|missing|required)",
+        ),
+        (
+            "rate_limited",
+            _HTTP.format(code="(?:429|529|503)") + r"|rate[_ ]?limit|too many requests|overloaded"
+            r"|resource[_ ]?exhausted|RateLimitError|server(?:s)? (?:are|is) (?:down|busy)"
+            r"|service unavailable|try again later|quota exceeded for quota metric",
+        ),
+    )
+)
+
+
+def classify_text(texts: Iterable[str]) -> str | None:
+    """The status the first matching error text implies, or ``None`` when nothing matches."""
+    joined = "\n".join(t for t in texts if t)
+    if not joined.strip():
+        return None
+    for status, pattern in _PATTERNS:
+        if pattern.search(joined):
+            return status
+    return None
+
+
+def first_line(text: str, limit: int = 500) -> str:
+    """A short, single-paragraph version of an error for the attempt record."""
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"

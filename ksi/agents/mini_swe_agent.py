@@ -1,0 +1,181 @@
+"""mini-SWE-agent (``mini``) as a KSI agent.
+
+Invocation follows the ``mini`` usage page
+(https://mini-swe-agent.com/latest/usage/mini/): ``-t`` gives the task,
+``-y``/``--yolo`` runs every action without confirmation,
+``--exit-immediately`` ends when the agent submits instead of asking,
+``-o`` writes the trajectory file, ``-m`` picks the (litellm) model and
+``-l`` the cost limit. ``MSWEA_CONFIGURED=true`` skips the first-run setup
+wizard. The trajectory (``trajectory_format: mini-swe-agent-1``) holds
+``info.exit_status`` (``Submitted`` on success, ``LimitsExceeded`` or an
+exception name otherwise), ``info.submission``,
+``info.model_stats.instance_cost`` and ``api_calls``, and the messages,
+whose assistant entries carry the provider response with its ``usage``.
+``mini`` has no task-file option, so a task too long for one argument is
+replaced by an instruction to read the prompt file.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, ClassVar
+
+import attrs
+
+from ksi.agents.cli_base import (
+    CliAgent,
+    Parsed,
+    as_dict,
+    as_float,
+    as_int,
+    choice_field,
+    extra_args_field,
+)
+from ksi.hookspecs import hookimpl
+from ksi.interfaces import AgentContext, ExecResult, Usage
+from ksi.proc import read_tail
+
+COST_TRACKING = ("", "default", "ignore_errors")
+
+
+def _non_negative(_inst: Any, attr: Any, value: float | None) -> None:
+    if value is not None and value < 0:
+        raise ValueError(f"{attr.name} must be >= 0 (0 disables the limit), got {value}")
+
+
+@attrs.define(frozen=True)
+class MiniSweAgent(CliAgent):
+    """mini-SWE-agent's ``mini`` command in yolo mode."""
+
+    name: ClassVar[str] = "mini-swe-agent"
+    aliases: ClassVar[tuple[str, ...]] = ("mini", "mini-swe")
+    description: ClassVar[str] = "mini-SWE-agent (mini -t ... --yolo, trajectory file)"
+    binary: ClassVar[str] = "mini"
+    install_command: ClassVar[str] = "python -m pip install mini-swe-agent"
+    docs_url: ClassVar[str] = "https://mini-swe-agent.com/latest/usage/mini/"
+    credential_env: ClassVar[tuple[str, ...]] = (
+        "ANTHROPIC_API_KEY",
+        "OPENAI_API_KEY",
+        "GEMINI_API_KEY",
+        "OPENROUTER_API_KEY",
+        "DEEPSEEK_API_KEY",
+        "GROQ_API_KEY",
+        "XAI_API_KEY",
+        "MISTRAL_API_KEY",
+        "MSWEA_MODEL_API_KEY",
+        "OLLAMA_API_BASE",
+    )
+    login_files: ClassVar[tuple[str, ...]] = (".config/mini-swe-agent/.env",)
+    login_hint: ClassVar[str] = "run `mini-extra config setup`"
+    extra_env: ClassVar[tuple[str, ...]] = (
+        "MSWEA_MODEL_NAME",
+        "MSWEA_GLOBAL_CONFIG_DIR",
+        "OPENAI_API_BASE",
+        "LITELLM_MODEL_REGISTRY_PATH",
+    )
+    trajectory_file: ClassVar[str] = "mini.traj.json"
+
+    #: ``-l``: stop when the model cost reaches this many USD (0: no limit).
+    cost_limit: float | None = attrs.field(default=None, validator=_non_negative)
+    #: ``-c``: agent config file (as the agent's process sees it).
+    config: str = ""
+    #: ``--model-class`` (e.g. ``anthropic``).
+    model_class: str = ""
+    #: ``MSWEA_COST_TRACKING``: ``ignore_errors`` for models litellm has no price for.
+    cost_tracking: str = choice_field("", COST_TRACKING)
+    #: More flags, shell-quoted, appended verbatim.
+    extra_args: str = extra_args_field()
+
+    def command(self, ctx: AgentContext) -> tuple[list[str], str | None]:
+        task = ctx.prompt
+        if not self.fits_argv(task):
+            task = (
+                f"Your task is described in the file {self.prompt_path(ctx)}. "
+                "Read it first, then carry it out."
+            )
+        argv = [
+            self.binary,
+            "-t",
+            task,
+            "--yolo",
+            "--exit-immediately",
+            "-o",
+            self.trajectory_path(ctx),
+            *self.model_flag(ctx, "--model"),
+        ]
+        if self.cost_limit is not None:
+            argv += ["--cost-limit", f"{self.cost_limit:g}"]
+        if self.config:
+            argv += ["--config", self.config]
+        if self.model_class:
+            argv += ["--model-class", self.model_class]
+        return argv, None
+
+    def process_env(self, ctx: AgentContext) -> dict[str, str]:
+        env = {"MSWEA_CONFIGURED": "true"}
+        if self.cost_tracking:
+            env["MSWEA_COST_TRACKING"] = self.cost_tracking
+        return env
+
+    def parse(self, ctx: AgentContext, result: ExecResult) -> Parsed:
+        traj_path = ctx.host_workspace / ".ksi" / self.trajectory_file
+        try:
+            traj = json.loads(traj_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            traj = {}
+        if not isinstance(traj, dict):
+            traj = {}
+        info = as_dict(traj.get("info"))
+        stats = as_dict(info.get("model_stats"))
+        inp = out = cache_r = cache_w = 0
+        last_assistant = ""
+        for msg in traj.get("messages") or []:
+            if not isinstance(msg, dict) or msg.get("role") != "assistant":
+                continue
+            content = msg.get("content")
+            if isinstance(content, str):
+                last_assistant = content
+            extra = as_dict(msg.get("extra"))
+            response = as_dict(extra.get("response"))
+            u = as_dict(response.get("usage"))
+            details = u.get("prompt_tokens_details") or {}
+            read = as_int(u.get("cache_read_input_tokens")) or as_int(
+                details.get("cached_tokens") if isinstance(details, dict) else 0
+            )
+            write = as_int(u.get("cache_creation_input_tokens"))
+            # litellm's prompt_tokens include cache reads (and, for Anthropic, writes).
+            inp += max(as_int(u.get("prompt_tokens")) - read - write, 0)
+            out += as_int(u.get("completion_tokens"))
+            cache_r += read
+            cache_w += write
+        calls = as_int(stats.get("api_calls"))
+        usage = Usage(
+            inp, out, cache_r, cache_w, as_float(stats.get("instance_cost")), calls or None
+        )
+        submission = info.get("submission")
+        message = submission if isinstance(submission, str) and submission else last_assistant
+        exit_status = str(info.get("exit_status") or "")
+        if exit_status == "Submitted":
+            return Parsed(usage=usage, final_message=message, succeeded=True)
+        stdout_tail = read_tail(result.stdout_path, 8192) if result.stdout_path else ""
+        if exit_status == "LimitsExceeded" or "Limits exceeded" in stdout_tail:
+            return Parsed(
+                usage=usage,
+                final_message=message,
+                error="mini-SWE-agent stopped: step or cost limit exceeded",
+                status="budget_exceeded",
+            )
+        error = exit_status
+        if exit_status and message and message != last_assistant:
+            error += f": {message}"
+        if not traj:
+            # mini died before saving (e.g. a litellm exception): its traceback says why.
+            stderr = read_tail(result.stderr_path, 4096) if result.stderr_path else ""
+            lines = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
+            error = lines[-1] if lines else "mini wrote no trajectory file"
+        return Parsed(usage=usage, final_message=last_assistant, error=error)
+
+
+@hookimpl(trylast=True)
+def ksi_register_agents(register: Any) -> None:
+    register(MiniSweAgent)

@@ -1,0 +1,160 @@
+"""OpenCode (``opencode run``) as a KSI agent.
+
+Invocation follows the CLI documentation (https://opencode.ai/docs/cli/,
+section ``run``): ``opencode run [message..]`` sends one message and exits;
+``--format json`` prints raw JSON events, one per line (``step_start``,
+``text``, ``tool_use``, ``step_finish`` whose ``part`` carries ``tokens``
+``{input, output, reasoning, cache: {read, write}}`` and ``cost``, and
+``error``); ``--model provider/model``; ``--agent``; ``--variant`` (reasoning
+effort). Piped stdin is appended to the message, which KSI uses for prompts
+too long for one argument. Tool permissions come from
+``OPENCODE_PERMISSION`` (JSON), set to allow so nothing waits for approval.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, ClassVar
+
+import attrs
+
+from ksi.agents.cli_base import (
+    CliAgent,
+    Parsed,
+    as_dict,
+    as_float,
+    as_int,
+    extra_args_field,
+    json_lines,
+)
+from ksi.hookspecs import hookimpl
+from ksi.interfaces import AgentContext, ExecResult, Usage
+
+#: Every tool allowed: an attempt has nobody to answer a permission prompt.
+ALLOW_ALL = json.dumps({"edit": "allow", "bash": "allow", "webfetch": "allow"})
+
+
+def _error_text(err: Any) -> str:
+    """``{"name": "APIError", "data": {"message": ..., "statusCode": 429}}`` -> one line."""
+    if not isinstance(err, dict):
+        return str(err or "")
+    data = as_dict(err.get("data"))
+    text = f"{err.get('name') or 'Error'}: {data.get('message') or err.get('message') or ''}"
+    if data.get("statusCode"):
+        text += f" (status {data['statusCode']})"
+    return text.strip()
+
+
+@attrs.define(frozen=True)
+class OpenCodeAgent(CliAgent):
+    """The OpenCode CLI in ``run`` mode."""
+
+    name: ClassVar[str] = "opencode"
+    aliases: ClassVar[tuple[str, ...]] = ()
+    description: ClassVar[str] = "OpenCode CLI (opencode run --format json)"
+    binary: ClassVar[str] = "opencode"
+    install_command: ClassVar[str] = "npm install -g opencode-ai"
+    docs_url: ClassVar[str] = "https://opencode.ai/docs/cli/"
+    credential_env: ClassVar[tuple[str, ...]] = (
+        "ANTHROPIC_API_KEY",
+        "OPENAI_API_KEY",
+        "GEMINI_API_KEY",
+        "GOOGLE_GENERATIVE_AI_API_KEY",
+        "OPENROUTER_API_KEY",
+        "GROQ_API_KEY",
+        "XAI_API_KEY",
+        "DEEPSEEK_API_KEY",
+        "MISTRAL_API_KEY",
+        "OPENCODE_API_KEY",
+    )
+    login_files: ClassVar[tuple[str, ...]] = (".local/share/opencode/auth.json",)
+    login_hint: ClassVar[str] = "run `opencode auth login`"
+    extra_env: ClassVar[tuple[str, ...]] = (
+        "OPENAI_BASE_URL",
+        "ANTHROPIC_BASE_URL",
+        "OPENCODE_CONFIG",
+        "AWS_REGION",
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_SESSION_TOKEN",
+    )
+
+    #: ``--agent`` (e.g. ``build``); empty: OpenCode's default agent.
+    agent: str = ""
+    #: ``--variant``: provider-specific reasoning effort (e.g. ``high``, ``max``).
+    variant: str = ""
+    #: ``OPENCODE_PERMISSION`` JSON; the default allows every tool.
+    permission: str = attrs.field(default=ALLOW_ALL)
+    #: More flags, shell-quoted, appended verbatim.
+    extra_args: str = extra_args_field()
+
+    @permission.validator
+    def _check_permission(self, _attr: Any, value: str) -> None:
+        try:
+            json.loads(value)
+        except ValueError as exc:
+            raise ValueError(f"permission must be JSON, got {value!r}: {exc}") from exc
+
+    def command(self, ctx: AgentContext) -> tuple[list[str], str | None]:
+        argv = [self.binary, "run", "--format", "json", *self.model_flag(ctx, "--model")]
+        if self.agent:
+            argv += ["--agent", self.agent]
+        if self.variant:
+            argv += ["--variant", self.variant]
+        return argv, None if self.fits_argv(ctx.prompt) else ctx.prompt
+
+    def tail_args(self, ctx: AgentContext) -> list[str]:
+        # The message is the positional argument; too long for argv, it goes on stdin.
+        if not self.fits_argv(ctx.prompt):
+            return []
+        # A message starting with "-" would read as a flag; "--" ends the flags.
+        return ["--", ctx.prompt] if ctx.prompt.startswith("-") else [ctx.prompt]
+
+    def process_env(self, ctx: AgentContext) -> dict[str, str]:
+        return {"OPENCODE_PERMISSION": self.permission}
+
+    def parse(self, ctx: AgentContext, result: ExecResult) -> Parsed:
+        inp = out = cache_r = cache_w = steps = 0
+        cost: float | None = None
+        step_texts: list[str] = []
+        last_texts: list[str] = []
+        error = ""
+        stopped = False
+        for event in json_lines(result.stdout_path):
+            kind = event.get("type")
+            part = as_dict(event.get("part"))
+            if kind == "step_start":
+                step_texts = []
+            elif kind == "text":
+                text = str(part.get("text") or "")
+                if text:
+                    step_texts.append(text)
+                    last_texts = step_texts
+            elif kind == "step_finish":
+                steps += 1
+                tokens = part.get("tokens") or {}
+                if isinstance(tokens, dict):
+                    inp += as_int(tokens.get("input"))
+                    out += as_int(tokens.get("output")) + as_int(tokens.get("reasoning"))
+                    cache = tokens.get("cache") or {}
+                    if isinstance(cache, dict):
+                        cache_r += as_int(cache.get("read"))
+                        cache_w += as_int(cache.get("write"))
+                step_cost = as_float(part.get("cost"))
+                if step_cost is not None:
+                    cost = (cost or 0.0) + step_cost
+                stopped = part.get("reason") == "stop"
+            elif kind == "error":
+                error = _error_text(event.get("error") or event.get("message"))
+        usage = Usage(inp, out, cache_r, cache_w, cost, steps or None)
+        return Parsed(
+            usage=usage,
+            final_message="".join(last_texts).strip(),
+            error=error,
+            succeeded=stopped and not error,
+        )
+
+
+@hookimpl(trylast=True)
+def ksi_register_agents(register: Any) -> None:
+    register(OpenCodeAgent)
