@@ -48,6 +48,17 @@ def summary_lines(summary: RunSummary) -> list[str]:
     return lines
 
 
+#: Per-task rows shown on the terminal; the JSON report always has every task.
+MAX_TASK_ROWS = 50
+
+
+def _more_line(summary: RunSummary) -> str | None:
+    hidden = len(summary.tasks) - MAX_TASK_ROWS
+    if hidden <= 0:
+        return None
+    return f"... {hidden} more tasks (ksi report {summary.run_dir} --json lists every one)"
+
+
 def print_summary(summary: RunSummary, *, rich_output: bool) -> None:
     if rich_output:
         from rich.console import Console
@@ -56,7 +67,7 @@ def print_summary(summary: RunSummary, *, rich_output: bool) -> None:
         table = Table(title="Per task")
         for col in ("task", "best", "solved", "attempts", "scored", "unscored", "errors", "cost"):
             table.add_column(col, justify="left" if col == "task" else "right")
-        for t in summary.tasks:
+        for t in summary.tasks[:MAX_TASK_ROWS]:
             table.add_row(
                 t.task_id,
                 _score(t.best_score),
@@ -69,11 +80,14 @@ def print_summary(summary: RunSummary, *, rich_output: bool) -> None:
             )
         console = Console()
         console.print(table)
+        more = _more_line(summary)
+        if more:
+            console.print(more, highlight=False)
         for line in summary_lines(summary):
             console.print(line, highlight=False)
         return
     rows: list[Any] = [("task", "best", "solved", "attempts", "scored", "unscored", "errors")]
-    for t in summary.tasks:
+    for t in summary.tasks[:MAX_TASK_ROWS]:
         rows.append(
             (
                 t.task_id,
@@ -88,6 +102,9 @@ def print_summary(summary: RunSummary, *, rich_output: bool) -> None:
     widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
     for r in rows:
         typer.echo("  ".join(str(v).ljust(w) for v, w in zip(r, widths, strict=True)).rstrip())
+    more = _more_line(summary)
+    if more:
+        typer.echo(more)
     typer.echo("")
     for line in summary_lines(summary):
         typer.echo(line)
