@@ -629,3 +629,13 @@ def test_examples_cover_both_kinds_of_starting_files_and_partial_credit(tmp_path
         "def from_roman(s):\n    raise NotImplementedError\n"
     )
     assert _grade(roman, repo) == pytest.approx(0.3)
+
+
+def test_workspace_note_false_gives_the_prompt_verbatim() -> None:
+    from ksi.models import TaskSpec
+    from ksi.tasks.prompts import REPO_NOTE, agent_prompt
+
+    plain = TaskSpec(id="a", prompt="do it")
+    assert agent_prompt(plain).endswith(REPO_NOTE)
+    verbatim = TaskSpec(id="b", prompt="do it in /app", metadata={"workspace_note": False})
+    assert agent_prompt(verbatim) == "do it in /app"

@@ -1,7 +1,183 @@
-"""Placeholder: being written."""
+"""``ksi install`` / ``ksi uninstall``: add or remove plugins in KSI's own Python environment.
+
+A plugin is an ordinary Python distribution with a ``ksi`` entry point, and
+it must be installed where KSI runs (a pipx or uv tool install has its own
+environment that a bare ``pip install`` would miss). So these commands run
+the installer with KSI's interpreter: ``uv pip --python <sys.executable>``
+when KSI runs under uv (or only uv is there), else ``<sys.executable> -m pip``.
+Afterwards the plugin state is reloaded and the plugins that appeared (or
+disappeared) are shown, with any that failed to load.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import os
+import shutil
+import site
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Annotated
 
 import typer
 
+from ksi.cli.common import handle_errors
+from ksi.errors import KsiError, UserInputError
+from ksi.plugins import KINDS, PluginInfo, get_plugins, reset_plugins
+
+#: Set to ``pip`` or ``uv`` to force the installer.
+INSTALLER_VAR = "KSI_INSTALLER"
+
+
+class InstallError(KsiError):
+    """The installer ran and failed (its own output says why)."""
+
+    exit_code = 1
+
+
+def _pip_available() -> bool:
+    try:
+        import pip  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def installer_argv(action: str, *, python: str | None = None) -> list[str]:
+    """The installer command prefix for ``action`` (``install`` or ``uninstall``)."""
+    python = python or sys.executable
+    forced = os.environ.get(INSTALLER_VAR, "").strip().lower()
+    if forced not in ("", "pip", "uv"):
+        raise UserInputError(f"{INSTALLER_VAR}={forced!r}: expected 'pip' or 'uv'")
+    uv = shutil.which("uv")
+    under_uv = bool(os.environ.get("UV")) or (Path(sys.prefix) / "uv.lock").exists()
+    use_uv = forced == "uv" or (
+        forced == "" and uv is not None and (under_uv or not _pip_available())
+    )
+    if use_uv:
+        if uv is None:
+            raise UserInputError(f"{INSTALLER_VAR}=uv but no `uv` on PATH")
+        return [uv, "pip", action, "--python", python]
+    if not _pip_available():
+        raise UserInputError(
+            f"KSI's Python ({python}) has no pip and no `uv` is on PATH; install pip "
+            f"(`{python} -m ensurepip`) or uv"
+        )
+    argv = [python, "-m", "pip", action]
+    if action == "uninstall":
+        argv.append("--yes")
+    return argv
+
+
+def _refresh_import_system() -> None:
+    """Make what the installer just wrote importable in this process.
+
+    Editable installs add their source directory through a new ``.pth`` file,
+    which Python only reads at startup; re-reading the site directories picks
+    it up, and invalidating the finders' caches makes new modules visible.
+    """
+    importlib.invalidate_caches()
+    for directory in [*site.getsitepackages(), site.getusersitepackages()]:
+        if Path(directory).is_dir():
+            site.addsitedir(directory)
+
+
+def _snapshot() -> dict[str, PluginInfo]:
+    _refresh_import_system()
+    reset_plugins()
+    state = get_plugins()
+    for kind in KINDS:
+        # A name clash is reported by `ksi plugins`; this summary must still list the rest.
+        with contextlib.suppress(KsiError):
+            state.registry(kind)
+    return {name: info for name, info in state.infos.items() if not info.builtin}
+
+
+def _describe(info: PluginInfo) -> str:
+    provides = "; ".join(
+        f"{kind}s: {', '.join(names)}" for kind, names in sorted(info.components.items()) if names
+    )
+    return f"  {info.name} ({info.distribution} {info.version})" + (
+        f": {provides}" if provides else ""
+    )
+
+
+def _run(argv: Sequence[str]) -> None:
+    typer.echo("$ " + " ".join(argv), err=True)
+    try:
+        proc = subprocess.run(list(argv), check=False)
+    except OSError as exc:
+        raise InstallError(f"could not run {argv[0]}: {exc}") from exc
+    if proc.returncode != 0:
+        raise InstallError(f"{' '.join(argv[:4])} ... failed with exit code {proc.returncode}")
+
+
+def _report(before: dict[str, PluginInfo], after: dict[str, PluginInfo]) -> None:
+    added = [info for name, info in after.items() if name not in before]
+    removed = [info for name, info in before.items() if name not in after]
+    if added:
+        typer.echo("New plugins:")
+        for info in added:
+            typer.echo(_describe(info))
+    if removed:
+        typer.echo("Removed plugins:")
+        for info in removed:
+            typer.echo(f"  {info.name} ({info.distribution} {info.version})")
+    if not added and not removed:
+        typer.echo("No plugin was added or removed (`ksi plugins` lists what is installed).")
+    for err in get_plugins().errors:
+        typer.echo(f"warning: {err}", err=True)
+
 
 def register(app: typer.Typer) -> None:
-    """Add this module's commands to ``app``."""
+    """Add ``ksi install`` and ``ksi uninstall`` to ``app``."""
+
+    @app.command("install")
+    @handle_errors
+    def install(
+        packages: Annotated[
+            list[str] | None,
+            typer.Argument(help="Packages to install, as pip takes them (name, name==1.2, URL)."),
+        ] = None,
+        editable: Annotated[
+            list[Path] | None,
+            typer.Option(
+                "-e", "--editable", help="Install a local plugin checkout in editable mode."
+            ),
+        ] = None,
+        upgrade: Annotated[
+            bool, typer.Option("-U", "--upgrade", help="Upgrade packages already installed.")
+        ] = False,
+    ) -> None:
+        """Install plugins into KSI's own Python environment, then show what they add."""
+        packages = list(packages or [])
+        editable = list(editable or [])
+        if not packages and not editable:
+            raise UserInputError("name at least one PACKAGE, or -e PATH for a local plugin")
+        for path in editable:
+            if not path.exists():
+                raise UserInputError(f"-e {path}: no such directory")
+        before = _snapshot()
+        argv = installer_argv("install")
+        if upgrade:
+            argv.append("--upgrade")
+        for path in editable:
+            argv += ["-e", str(path.resolve())]
+        _run([*argv, *packages])
+        _report(before, _snapshot())
+
+    @app.command("uninstall")
+    @handle_errors
+    def uninstall(
+        packages: Annotated[list[str], typer.Argument(help="Distributions to remove.")],
+    ) -> None:
+        """Remove plugins from KSI's own Python environment."""
+        protected = {p for p in packages if p.strip().lower() == "ksi"}
+        if protected:
+            raise UserInputError("refusing to uninstall KSI itself with `ksi uninstall`")
+        before = _snapshot()
+        _run([*installer_argv("uninstall"), *packages])
+        _report(before, _snapshot())

@@ -13,6 +13,7 @@ import typer
 
 from ksi.cli.common import echo_json, handle_errors, is_tty
 from ksi.plugins import KINDS, PluginInfo, PluginState, get_plugins
+from ksi.scaffold import register_new_command
 
 plugins_app = typer.Typer(
     name="plugins",
@@ -20,6 +21,7 @@ plugins_app = typer.Typer(
     invoke_without_command=True,
     no_args_is_help=False,
 )
+register_new_command(plugins_app)  # `ksi plugins new NAME`
 
 
 def register(app: typer.Typer) -> None:

@@ -18,7 +18,14 @@ REPO_NOTE = (
 
 
 def agent_prompt(task: TaskSpec) -> str:
-    """The prompt given to the agent: ``task.prompt``, a blank line, and :data:`REPO_NOTE`."""
+    """The prompt given to the agent: ``task.prompt``, a blank line, and :data:`REPO_NOTE`.
+
+    A task source whose tasks do not use the ``repo/`` contract (Harbor tasks
+    work in the image's own directory) sets ``metadata["workspace_note"] =
+    False`` and the prompt is given verbatim.
+    """
+    if task.metadata.get("workspace_note") is False:
+        return task.prompt
     prompt = task.prompt.rstrip()
     if prompt.endswith(REPO_NOTE):
         return prompt

@@ -1,0 +1,117 @@
+"""``ksi plugins new NAME``: generate a working plugin package to start a benchmark from.
+
+The package has a ``pyproject.toml`` with the ``ksi`` entry point, a task
+source and an evaluator that run as they are, tests that pass (using KSI's
+``ksi_plugin`` pytest fixture), an example tasks file and a README. Templates
+live in ``ksi/scaffold_templates/package/`` as ``*.tmpl`` files (so no tool
+mistakes them for KSI's own code); ``__module__`` in a path and the
+``__NAME__``-style tokens in a file are replaced.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Annotated
+
+import attrs
+import typer
+
+from ksi.cli.common import handle_errors
+from ksi.errors import UserInputError
+
+TEMPLATES = Path(__file__).resolve().parent / "scaffold_templates" / "package"
+_NAME = re.compile(r"^[a-z][a-z0-9]*(?:-[a-z0-9]+)*$")
+
+
+@attrs.frozen
+class PluginNames:
+    """Every spelling of the plugin's name a package needs."""
+
+    #: Component and entry-point name (``my-bench``).
+    name: str
+    #: Distribution name (``ksi-my-bench``).
+    dist: str
+    #: Import package (``ksi_my_bench``).
+    module: str
+    #: Class-name prefix (``MyBench``).
+    cls: str
+
+    @classmethod
+    def from_name(cls, raw: str) -> PluginNames:
+        name = raw.strip().lower()
+        if name.startswith("ksi-"):
+            name = name[4:]
+        if not _NAME.match(name):
+            raise UserInputError(
+                f"plugin name {raw!r}: use lowercase letters, digits and single dashes, "
+                "starting with a letter (e.g. my-bench)"
+            )
+        dist = f"ksi-{name}"
+        return cls(
+            name=name,
+            dist=dist,
+            module=dist.replace("-", "_"),
+            cls="".join(part.capitalize() for part in name.split("-")),
+        )
+
+
+def _ksi_min_version() -> str:
+    from ksi import __version__
+
+    return __version__.split("+")[0]
+
+
+def render(text: str, names: PluginNames) -> str:
+    for token, value in (
+        ("__DIST__", names.dist),
+        ("__MODULE__", names.module),
+        ("__CLASS__", names.cls),
+        ("__NAME__", names.name),
+        ("__KSI_MIN__", _ksi_min_version()),
+    ):
+        text = text.replace(token, value)
+    return text
+
+
+def create_plugin(raw_name: str, dest: Path | None = None) -> tuple[PluginNames, Path, list[Path]]:
+    """Write the package into ``dest`` (default ``plugins/ksi-NAME``); return what was written."""
+    names = PluginNames.from_name(raw_name)
+    target = Path(dest) if dest is not None else Path("plugins") / names.dist
+    if target.exists() and (not target.is_dir() or any(target.iterdir())):
+        raise UserInputError(
+            f"{target} already exists and is not empty; choose another --dir or remove it"
+        )
+    written: list[Path] = []
+    for template in sorted(TEMPLATES.rglob("*.tmpl")):
+        rel = template.relative_to(TEMPLATES).as_posix().removesuffix(".tmpl")
+        out = target / rel.replace("__module__", names.module)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(render(template.read_text(encoding="utf-8"), names), encoding="utf-8")
+        written.append(out)
+    return names, target, written
+
+
+def register_new_command(plugins_app: typer.Typer) -> None:
+    """Add ``new`` to the ``ksi plugins`` group."""
+
+    @plugins_app.command("new")
+    @handle_errors
+    def new(
+        name: Annotated[str, typer.Argument(help="Plugin name, e.g. my-bench (ksi- is added).")],
+        directory: Annotated[
+            Path | None,
+            typer.Option("--dir", help="Where to create it (default: plugins/ksi-NAME)."),
+        ] = None,
+    ) -> None:
+        """Generate a working plugin package: entry point, task source, evaluator, tests."""
+        names, target, written = create_plugin(name, directory)
+        typer.echo(f"Created {names.dist} in {target} ({len(written)} files).")
+        typer.echo("Next:")
+        typer.echo(f"  ksi install -e {target}")
+        typer.echo("  ksi plugins")
+        typer.echo(
+            f"  ksi run --task-source {names.name} "
+            f"--tasks-path {target / 'tasks' / 'example.jsonl'} --agent oracle"
+        )
+        typer.echo(f"  cd {target} && pytest")

@@ -1,0 +1,166 @@
+"""The ``harbor`` task source: Harbor task directories become KSI tasks.
+
+``--tasks-path`` is one task directory (it holds ``task.toml`` or
+``instruction.md``) or a directory of them (every non-hidden subdirectory
+holding any task file is a task; others are ignored). The task id is the
+directory's name. Every problem in every task is reported at once.
+
+How a Harbor task maps onto KSI's workspace contract
+-----------------------------------------------------
+A Harbor task's starting files live in its image (usually in its
+``WORKDIR``, e.g. ``/app``), not in a ``repo/`` KSI seeds. So:
+
+* ``repo_path`` is an empty directory: KSI's ``repo/`` starts empty and stays
+  out of the way;
+* ``agent_workdir`` names the directory inside the container where the agent
+  must work (the Dockerfile's final ``WORKDIR``; ``None`` means "the image's
+  WORKDIR"). The docker environment runs the agent there;
+* ``workspace_note`` is ``False``: the instruction is given verbatim, without
+  KSI's note about ``repo/`` (Harbor instructions name their own paths);
+* grading happens inside the container (the ``harbor`` evaluator), so what
+  counts is the container's state, exactly as in Harbor.
+"""
+
+from __future__ import annotations
+
+import functools
+import tempfile
+from pathlib import Path
+from typing import Any, ClassVar
+
+import attrs
+
+from ksi.errors import TaskLoadError
+from ksi.models import Problem, TaskSpec
+from ksi_harbor.solution import SolutionTooLarge, oracle_command
+from ksi_harbor.taskdir import HarborTask, looks_like_task_dir, read_task_dir
+
+
+@functools.cache
+def _empty_repo() -> str:
+    """One empty directory per process, the seed of every Harbor task's ``repo/``."""
+    return tempfile.mkdtemp(prefix="ksi-harbor-empty-repo-")
+
+
+def find_task_dirs(path: Path) -> tuple[list[Path], list[Problem]]:
+    """The task directories ``path`` names, or the problem that it names none."""
+    if not path.exists():
+        return [], [
+            Problem(
+                str(path),
+                "does not exist; --tasks-path must be a Harbor task directory or a "
+                "directory of them",
+            )
+        ]
+    if path.is_file():
+        if path.name in ("task.toml", "instruction.md"):
+            return [path.parent], []
+        return [], [
+            Problem(
+                str(path),
+                "is a file; the harbor source expects a task directory (with task.toml, "
+                "instruction.md, environment/, tests/) or a directory of them",
+            )
+        ]
+    if (path / "task.toml").is_file() or (path / "instruction.md").is_file():
+        return [path], []
+    dirs = sorted(
+        p for p in path.iterdir() if not p.name.startswith(".") and looks_like_task_dir(p)
+    )
+    if not dirs:
+        return [], [
+            Problem(
+                str(path),
+                "holds no Harbor task: expected task.toml and instruction.md in it or in "
+                "its subdirectories",
+            )
+        ]
+    return dirs, []
+
+
+def to_task_spec(task: HarborTask, *, prefer_dockerfile: bool = False) -> TaskSpec:
+    """The KSI task for one Harbor task; every metadata key is documented in the README."""
+    solution: dict[str, Any] | None = None
+    solution_note = ""
+    if task.solution_dir is not None:
+        try:
+            command = oracle_command(task.solution_dir, workdir=task.workdir, env=task.solution_env)
+        except SolutionTooLarge as exc:
+            solution_note = str(exc)
+        else:
+            solution = {"files": None, "command": command}
+    else:
+        solution_note = "the task has no solution/solve.sh"
+
+    dockerfile = task.dockerfile.absolute() if task.dockerfile is not None else None
+    use_image = task.docker_image is not None and not (prefer_dockerfile and dockerfile)
+    metadata: dict[str, Any] = {
+        "task_source": "harbor",
+        "repo_path": _empty_repo(),
+        "eval_command": "bash /tests/test.sh",
+        "eval_timeout_sec": task.verifier_timeout_sec,
+        "agent_timeout_sec": task.agent_timeout_sec,
+        "build_timeout_sec": task.build_timeout_sec,
+        "docker_image": task.docker_image if use_image else None,
+        "dockerfile": None if use_image or dockerfile is None else str(dockerfile),
+        "docker_context": None if use_image or dockerfile is None else str(dockerfile.parent),
+        "agent_workdir": task.workdir,
+        "workspace_note": False,
+        "cpus": task.cpus,
+        "memory_mb": task.memory_mb,
+        "storage_mb": task.storage_mb,
+        "gpus": task.gpus,
+        "allow_internet": task.allow_internet,
+        "solution": solution,
+        "harbor": {
+            "task_dir": str(task.task_dir.absolute()),
+            "tests_dir": str(task.tests_dir.absolute()),
+            "name": task.name,
+            "schema_version": task.schema_version,
+            "metadata": task.metadata,
+            "verifier_env": task.verifier_env,
+            "verifier_user": task.verifier_user,
+            "agent_user": task.agent_user,
+            "solution_note": solution_note,
+        },
+    }
+    return TaskSpec(id=task.id, repo="", prompt=task.instruction, metadata=metadata)
+
+
+@attrs.define
+class HarborTaskSource:
+    """Harbor / Terminal-Bench 2 task directories (instruction.md, task.toml, tests/...)."""
+
+    name: ClassVar[str] = "harbor"
+    aliases: ClassVar[tuple[str, ...]] = ("terminal-bench", "tb2")
+    description: ClassVar[str] = (
+        "Harbor task directories (Terminal-Bench 2 format): one task per directory, "
+        "graded in its container by tests/test.sh"
+    )
+    default_evaluator: ClassVar[str] = "harbor"
+
+    #: Build environment/Dockerfile even when task.toml names a prebuilt docker_image
+    #: (Harbor's --force-build).
+    force_build: bool = False
+
+    def _read(self, path: Path) -> tuple[list[TaskSpec], list[Problem]]:
+        dirs, problems = find_task_dirs(Path(path))
+        tasks: list[TaskSpec] = []
+        for task_dir in dirs:
+            task, task_problems = read_task_dir(task_dir)
+            problems.extend(task_problems)
+            if task is not None:
+                tasks.append(to_task_spec(task, prefer_dockerfile=self.force_build))
+        return tasks, problems
+
+    def load(self, path: Path) -> list[TaskSpec]:
+        tasks, problems = self._read(path)
+        if problems:
+            raise TaskLoadError(
+                problems,
+                header=f"{len(problems)} problem(s) in Harbor tasks at {path}; nothing was loaded:",
+            )
+        return tasks
+
+    def validate(self, path: Path) -> list[Problem]:
+        return self._read(path)[1]

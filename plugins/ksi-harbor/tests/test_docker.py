@@ -1,0 +1,135 @@
+"""Harbor tasks in real containers: KSI's docker environment builds the task's Dockerfile,
+the oracle's command runs solution/solve.sh, and the harbor evaluator grades the container.
+
+Needs a Docker engine and the locally built ``ksi-test/busybox`` image
+(``.ci/build-test-images.sh`` in the KSI checkout makes it without a registry).
+"""
+
+from __future__ import annotations
+
+import functools
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from harbor_helpers import make_task
+from ksi_harbor.evaluator import HarborEvaluator
+from ksi_harbor.source import HarborTaskSource
+
+from ksi.interfaces import AttemptContext, EnvironmentHandle, Invocation
+from ksi.models import TaskSpec
+
+BASE_IMAGE = "ksi-test/busybox:latest"
+BUILD_SCRIPT = Path(__file__).resolve().parents[3] / ".ci" / "build-test-images.sh"
+
+# Harbor runs `bash /tests/test.sh`; the busybox test image has sh only, so the task's own
+# Dockerfile provides a `bash` that runs sh, as a real task's image would provide bash.
+DOCKERFILE = f"""\
+FROM {BASE_IMAGE}
+RUN printf '#!/bin/sh\\nexec sh "$@"\\n' > /bin/bash && chmod +x /bin/bash
+WORKDIR /app
+RUN echo seed > /app/seed.txt
+"""
+TEST_SH = """\
+#!/bin/bash
+mkdir -p /logs/verifier
+if [ "$(cat /app/hello.txt 2>/dev/null)" = "Hello, world!" ] && [ -f /app/seed.txt ]; then
+  echo 1 > /logs/verifier/reward.txt
+else
+  echo '{"reward": 0, "hello_exists": 0}' > /logs/verifier/reward.json
+fi
+"""
+
+
+@functools.cache
+def docker_unavailable() -> str | None:
+    if shutil.which("docker") is None:
+        return "docker CLI not installed"
+    info = subprocess.run(["docker", "version"], capture_output=True, text=True)
+    if info.returncode != 0:
+        return f"docker engine not reachable: {info.stderr.strip()[-200:]}"
+    probe = subprocess.run(["docker", "image", "inspect", BASE_IMAGE], capture_output=True)
+    if probe.returncode != 0:
+        if not BUILD_SCRIPT.is_file():
+            return f"{BASE_IMAGE} missing and {BUILD_SCRIPT} not found to build it"
+        built = subprocess.run(["bash", str(BUILD_SCRIPT)], capture_output=True, text=True)
+        if built.returncode != 0:
+            return f"{BASE_IMAGE} missing and {BUILD_SCRIPT} failed: {built.stderr[-300:]}"
+    return None
+
+
+pytestmark = [
+    pytest.mark.docker,
+    pytest.mark.skipif(
+        docker_unavailable() is not None, reason=f"needs Docker: {docker_unavailable()}"
+    ),
+]
+
+
+@pytest.fixture
+def task(tmp_path: Path) -> TaskSpec:
+    task_dir = make_task(tmp_path / "tasks", dockerfile=DOCKERFILE, test_sh=TEST_SH)
+    [spec] = HarborTaskSource().load(task_dir)
+    return spec
+
+
+@pytest.fixture
+def handle(task: TaskSpec, tmp_path: Path) -> Iterator[EnvironmentHandle]:
+    from ksi.environments.docker import DockerEnvironment
+
+    # Harbor tasks run as the image's user (root here), offline.
+    environment = DockerEnvironment(user="image", network="none")
+    environment.prepare([task])
+    workspace = tmp_path / "workspace"
+    (workspace / "repo").mkdir(parents=True)
+    ctx = AttemptContext(
+        run_id=f"harbor-test-{tmp_path.name}",
+        task=task,
+        attempt=1,
+        attempt_dir=tmp_path,
+        host_workspace=workspace,
+        base_env={},
+    )
+    h = environment.start(ctx)
+    try:
+        yield h
+    finally:
+        h.stop()
+
+
+def run(handle: EnvironmentHandle, script: str, tmp_path: Path, cwd: str) -> int | None:
+    res = handle.exec(
+        Invocation(argv=("sh", "-c", script), cwd=cwd),
+        timeout=120,
+        stdout_path=tmp_path / "agent-out.txt",
+        stderr_path=tmp_path / "agent-err.txt",
+        log_cap_bytes=1 << 20,
+    )
+    return res.exit_code
+
+
+def test_oracle_solves_and_the_verifier_scores_one(
+    task: TaskSpec, handle: EnvironmentHandle, tmp_path: Path
+) -> None:
+    # The oracle runs its command from repo/ in the workspace; the command finds /app itself.
+    code = run(handle, task.metadata["solution"]["command"], tmp_path, cwd="repo")
+    assert code == 0, (tmp_path / "agent-err.txt").read_text()
+    result = HarborEvaluator().grade(
+        task, handle.host_workspace / "repo", env=handle, log_dir=tmp_path / "eval"
+    )
+    assert (result.status, result.native_score) == ("scored", 1.0), result
+    assert (tmp_path / "eval" / "verifier" / "reward.txt").read_text().strip() == "1"
+
+
+def test_an_agent_that_did_nothing_and_planted_a_reward_scores_zero(
+    task: TaskSpec, handle: EnvironmentHandle, tmp_path: Path
+) -> None:
+    plant = "mkdir -p /logs/verifier && echo 1 > /logs/verifier/reward.txt"
+    assert run(handle, plant, tmp_path, cwd="/app") == 0
+    result = HarborEvaluator().grade(
+        task, handle.host_workspace / "repo", env=handle, log_dir=tmp_path / "eval"
+    )
+    assert (result.status, result.native_score) == ("scored", 0.0), result
+    assert result.details["rewards"] == {"reward": 0.0, "hello_exists": 0.0}

@@ -1,0 +1,122 @@
+"""``ksi install`` / ``ksi uninstall``: real pip, in a fresh virtual environment, as a user would.
+
+The fresh venv sees KSI and its dependencies through a ``.pth`` file (so no
+network is needed for them) but has its own site-packages, where the plugin
+lands; ``python -m ksi install -e plugins/ksi-harbor`` then runs pip in that
+venv's interpreter exactly as the installed ``ksi`` script would.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from ksi.cli import build_app
+from ksi.cli.install_cmd import INSTALLER_VAR, installer_argv
+
+ROOT = Path(__file__).resolve().parent.parent
+HARBOR = ROOT / "plugins" / "ksi-harbor"
+
+
+def fresh_venv(path: Path) -> Path:
+    """A new venv that can import KSI from this checkout; returns its python."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(path)], check=True)
+    python = path / "bin" / "python"
+    site_dir = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    # KSI from the checkout, and pip, pluggy, typer... from the development venv.
+    lines = [str(ROOT), sysconfig.get_paths()["purelib"]]
+    (Path(site_dir) / "_ksi_dev.pth").write_text("\n".join(lines) + "\n")
+    return python
+
+
+def ksi(python: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KSI_")}
+    env["KSI_INSTALLER"] = "pip"
+    return subprocess.run(
+        [str(python), "-m", "ksi", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
+
+
+@pytest.fixture(scope="module")
+def venv_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return fresh_venv(tmp_path_factory.mktemp("venv") / "v")
+
+
+def test_install_editable_plugin_then_uninstall_it(venv_python: Path) -> None:
+    before = ksi(venv_python, "plugins", "--json")
+    assert before.returncode == 0, before.stderr
+    assert '"ksi-harbor"' not in before.stdout
+
+    installed = ksi(venv_python, "install", "-e", str(HARBOR))
+    assert installed.returncode == 0, installed.stderr
+    assert "New plugins:" in installed.stdout
+    assert "harbor (ksi-harbor 0.1.0)" in installed.stdout
+    assert "task sources: harbor" in installed.stdout
+    assert "evaluators: harbor" in installed.stdout
+    # The installer ran in the venv's own interpreter.
+    assert f"{venv_python} -m pip install" in installed.stderr
+
+    listed = ksi(venv_python, "plugins", "--json")
+    assert '"ksi-harbor"' in listed.stdout
+
+    removed = ksi(venv_python, "uninstall", "ksi-harbor")
+    assert removed.returncode == 0, removed.stderr
+    assert "Removed plugins:" in removed.stdout and "harbor (ksi-harbor" in removed.stdout
+    assert '"ksi-harbor"' not in ksi(venv_python, "plugins", "--json").stdout
+
+
+def test_a_failing_install_exits_nonzero_with_pip_output(venv_python: Path, tmp_path: Path) -> None:
+    not_a_project = tmp_path / "empty"
+    not_a_project.mkdir()
+    result = ksi(venv_python, "install", "-e", str(not_a_project))
+    assert result.returncode == 1
+    assert "failed with exit code" in result.stderr
+
+
+def test_install_needs_something_to_install() -> None:
+    result = CliRunner().invoke(build_app(), ["install"])
+    assert result.exit_code == 2
+    assert "name at least one PACKAGE, or -e PATH" in result.output
+
+
+def test_install_of_a_missing_local_path_is_a_user_error(tmp_path: Path) -> None:
+    result = CliRunner().invoke(build_app(), ["install", "-e", str(tmp_path / "nope")])
+    assert result.exit_code == 2
+    assert "no such directory" in result.output
+
+
+def test_uninstall_refuses_ksi_itself() -> None:
+    result = CliRunner().invoke(build_app(), ["uninstall", "KSI"])
+    assert result.exit_code == 2
+    assert "refusing to uninstall KSI itself" in result.output
+
+
+def test_installer_choice(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv(INSTALLER_VAR, "pip")
+    assert installer_argv("install") == [sys.executable, "-m", "pip", "install"]
+    assert installer_argv("uninstall")[-2:] == ["uninstall", "--yes"]
+    # uv, when asked for, targets KSI's interpreter rather than whatever venv is active.
+    fake_uv = tmp_path / "uv"
+    fake_uv.write_text("#!/bin/sh\n")
+    fake_uv.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv(INSTALLER_VAR, "uv")
+    assert installer_argv("install") == [str(fake_uv), "pip", "install", "--python", sys.executable]
+    monkeypatch.setenv(INSTALLER_VAR, "conda")
+    with pytest.raises(Exception, match="expected 'pip' or 'uv'"):
+        installer_argv("install")

@@ -1,0 +1,113 @@
+"""``ksi plugins new``: the generated package installs, registers through its entry point,
+and its own tests pass, in a fresh virtual environment as a plugin author would see it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+import typer
+from test_install_cmd import fresh_venv, ksi
+from typer.testing import CliRunner
+
+from ksi.errors import UserInputError
+from ksi.scaffold import PluginNames, create_plugin, register_new_command
+
+
+def plugins_cli() -> typer.Typer:
+    app = typer.Typer()
+    group = typer.Typer()
+
+    @group.callback()
+    def _plugins() -> None:
+        """Plugins."""
+
+    register_new_command(group)
+    app.add_typer(group, name="plugins")
+    return app
+
+
+def test_generated_plugin_installs_registers_and_its_tests_pass(tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        plugins_cli(), ["plugins", "new", "my-bench", "--dir", str(tmp_path / "pkg")]
+    )
+    assert result.exit_code == 0, result.output
+    assert "Created ksi-my-bench" in result.output
+    pkg = tmp_path / "pkg"
+    assert (pkg / "ksi_my_bench" / "plugin.py").is_file()
+    assert 'my-bench = "ksi_my_bench.plugin"' in (pkg / "pyproject.toml").read_text()
+
+    python = fresh_venv(tmp_path / "venv")
+    installed = ksi(python, "install", "-e", str(pkg))
+    assert installed.returncode == 0, installed.stderr
+    assert "my-bench (ksi-my-bench 0.1.0)" in installed.stdout
+    assert "task sources: my-bench" in installed.stdout
+    assert "evaluators: my-bench" in installed.stdout
+
+    # The skeleton runs: the oracle applies each task's solution and the evaluator agrees.
+    ran = ksi(
+        python,
+        "run",
+        "--task-source",
+        "my-bench",
+        "--tasks-path",
+        str(pkg / "tasks" / "example.jsonl"),
+        "--agent",
+        "oracle",
+        "--run-dir",
+        str(tmp_path / "run"),
+        "--output-json",
+        str(tmp_path / "report.json"),
+    )
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["summary"]["solved_tasks"] == 2, report["summary"]
+
+    tests = subprocess.run(
+        [str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", str(pkg / "tests")],
+        capture_output=True,
+        text=True,
+        cwd=pkg,
+        timeout=300,
+    )
+    assert tests.returncode == 0, tests.stdout + tests.stderr
+    assert "5 passed" in tests.stdout
+
+
+def test_names_are_derived_and_checked() -> None:
+    names = PluginNames.from_name("ksi-Weather-QA")
+    assert (names.name, names.dist, names.module, names.cls) == (
+        "weather-qa",
+        "ksi-weather-qa",
+        "ksi_weather_qa",
+        "WeatherQa",
+    )
+    for bad in ("9lives", "my_bench", "a--b", "", "-x"):
+        with pytest.raises(UserInputError, match="lowercase letters, digits and single dashes"):
+            PluginNames.from_name(bad)
+
+
+def test_refuses_to_overwrite_a_non_empty_directory(tmp_path: Path) -> None:
+    (tmp_path / "keep.txt").write_text("mine")
+    result = CliRunner().invoke(plugins_cli(), ["plugins", "new", "x", "--dir", str(tmp_path)])
+    assert result.exit_code == 2
+    assert "already exists and is not empty" in result.output
+    assert (tmp_path / "keep.txt").read_text() == "mine"
+
+
+def test_default_location_is_plugins_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    _, target, written = create_plugin("demo")
+    assert target == Path("plugins") / "ksi-demo"
+    assert {p.relative_to(target).as_posix() for p in written} >= {
+        "pyproject.toml",
+        "README.md",
+        "ksi_demo/plugin.py",
+        "ksi_demo/source.py",
+        "ksi_demo/evaluator.py",
+        "tests/test_plugin.py",
+        "tests/conftest.py",
+        "tasks/example.jsonl",
+    }
