@@ -1,0 +1,671 @@
+"""The ``docker`` environment: each attempt's agent runs in its own hardened container.
+
+One long-lived container per attempt (``docker run -d ... sleep infinity``),
+each agent process started in it with ``docker exec``, the container removed
+(``docker rm -f``) when the attempt ends. Why this shape:
+
+* the attempt workspace is bind-mounted at ``workspace_mount`` (default
+  ``/workspace``, the task files in ``/workspace/repo``), so the host keeps
+  the workspace when the container is gone and grading happens on the host,
+  out of the agent's reach;
+* processes run as the host user's uid:gid, so every file the agent writes
+  is owned by, and deletable by, the user who started the run;
+* every container carries ``ksi.run`` and ``ksi.attempt`` labels, so the
+  leftovers of a killed run are found and removed by label
+  (:meth:`DockerEnvironment.cleanup`, ``ksi cleanup``) even when no KSI
+  process survives to remember them.
+
+Only the Docker CLI is used (through ``subprocess``), so any docker-compatible
+CLI works: ``docker_binary=podman`` or ``KSI_DOCKER_BINARY=podman``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import posixpath
+import re
+import shutil
+import subprocess
+import tarfile
+import threading
+import uuid
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+import attrs
+
+from ksi.environments.images import (
+    build_task_image,
+    check_daemon,
+    client_env,
+    default_docker_binary,
+    docker,
+    ensure_image,
+    resolve_binary,
+    task_image_source,
+)
+from ksi.errors import EnvironmentFailure
+from ksi.hookspecs import hookimpl
+from ksi.interfaces import AttemptContext, ExecResult, Invocation
+from ksi.models import TaskSpec
+from ksi.proc import TAG_VAR, ProcResult, kill_tree, new_tag, run_process
+
+#: Label naming the run a container belongs to (``ksi cleanup`` selects on it).
+LABEL_RUN = "ksi.run"
+#: Label naming the attempt: ``<task id>/<attempt number>``.
+LABEL_ATTEMPT = "ksi.attempt"
+#: ``attempt`` for an agent's container, ``eval`` for a fresh grading container.
+LABEL_ROLE = "ksi.role"
+NETWORKS = ("none", "bridge", "host")
+#: Host variables naming host paths that do not exist in the container (the scrub passes them
+#: for ``local``); left out so the image's own values and defaults apply.
+HOST_ONLY_VARS = frozenset(
+    {
+        "PATH",
+        "SHELL",
+        "TMPDIR",
+        "PWD",
+        "OLDPWD",
+        "SHLVL",
+        "_",
+        "XDG_CONFIG_HOME",
+        "XDG_CACHE_HOME",
+        "XDG_DATA_HOME",
+        "XDG_STATE_HOME",
+        "XDG_RUNTIME_DIR",
+        "SSL_CERT_FILE",
+        "SSL_CERT_DIR",
+        "REQUESTS_CA_BUNDLE",
+        "CURL_CA_BUNDLE",
+        "NODE_EXTRA_CA_CERTS",
+    }
+)
+#: Where HOME points inside the container, relative to the workspace (writable, starts empty).
+HOME_SUBDIR = ".ksi/home"
+
+# Runs the invocation, then kills whatever it left running (found by the KSI_PROC_TAG in its
+# environment), so that "exec returns" means "nothing it started is still alive" without an
+# extra `docker exec` round trip per invocation.
+_SWEEP = r"""unset KSI_PROC_TAG
+n=0
+[ -n "$t" ] && for d in /proc/[0-9]*; do
+  p=${d#/proc/}
+  [ "$p" = "$$" ] && continue
+  if tr '\000' '\n' < "$d/environ" 2>/dev/null | grep -qx "KSI_PROC_TAG=$t"; then
+    kill -9 "$p" 2>/dev/null && n=$((n+1))
+  fi
+done
+"""
+EXEC_WRAPPER = '"$@"\nrc=$?\nt=$KSI_PROC_TAG\n' + _SWEEP + "exit $rc\n"
+SWEEP_SCRIPT = "t=$1\n" + _SWEEP + 'echo "$n"\n'
+
+_NAME_BAD = re.compile(r"[^a-zA-Z0-9_.-]+")
+_NETWORK_NAME = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.-]*$")
+
+
+def container_name(run_id: str, task_id: str, attempt: int, role: str = "") -> str:
+    """A readable, valid, unique container name for an attempt (``ksi-<run>-<task>-<n>-<hash>``)."""
+    digest = hashlib.sha1(f"{run_id}\0{task_id}\0{attempt}\0{role}".encode()).hexdigest()[:8]
+    slug = _NAME_BAD.sub("-", f"{run_id}-{task_id}")[:80].strip("-.") or "x"
+    prefix = f"ksi-{role}-" if role else "ksi-"
+    return f"{prefix}{slug}-{attempt}-{digest}"
+
+
+def container_env(
+    base_env: Mapping[str, str], extra: Mapping[str, str], workspace_path: str
+) -> dict[str, str]:
+    """The agent's environment inside the container: the scrubbed base env plus the invocation's.
+
+    Host-specific variables (``PATH``, ``TMPDIR``...) are left out so the
+    image's own values apply, and ``HOME`` points at an empty writable
+    directory in the workspace; an invocation may still set any of them.
+    """
+    env = {k: v for k, v in base_env.items() if k not in HOST_ONLY_VARS}
+    env["HOME"] = posixpath.join(workspace_path, HOME_SUBDIR)
+    env.update(extra)
+    return env
+
+
+def user_args(user: str, binary: str) -> list[str]:
+    """``--user`` (and podman's ``--userns``) for the ``user`` option."""
+    if user == "image":
+        return []
+    if user == "host":
+        args = ["--user", f"{os.getuid()}:{os.getgid()}"]
+        if "podman" in Path(binary).name and os.getuid() != 0:
+            # Rootless podman maps the host user to root in the container; keep-id maps it to
+            # the same uid instead, so files in the workspace stay the user's.
+            args.append("--userns=keep-id")
+        return args
+    return ["--user", user]
+
+
+def hardening_args(
+    *,
+    pids_limit: int,
+    network: str,
+    cpus: float | None,
+    memory: str | None,
+    init: bool,
+) -> list[str]:
+    """The flags every KSI container gets: no capabilities, no privilege gain, bounded pids."""
+    args = [
+        "--cap-drop",
+        "ALL",
+        "--security-opt",
+        "no-new-privileges",
+        "--pids-limit",
+        str(pids_limit),
+        "--network",
+        network,
+    ]
+    if init:
+        args.append("--init")
+    if cpus is not None:
+        args += ["--cpus", str(cpus)]
+    if memory:
+        args += ["--memory", memory]
+    return args
+
+
+def _bind(host: Path, target: str) -> list[str]:
+    return ["--mount", f"type=bind,source={host},target={target}"]
+
+
+def _exit_detail(res: Any) -> str:
+    lines = (res.stderr or res.stdout or "").strip().splitlines()
+    return lines[-1] if lines else f"exit {res.returncode}"
+
+
+def _check_network(_inst: Any, _attr: Any, value: str) -> None:
+    if value not in NETWORKS and not _NETWORK_NAME.match(value):
+        raise ValueError(
+            f"network {value!r} is not valid; use none, bridge, host, or the name of a "
+            "docker network"
+        )
+
+
+def _check_mount(_inst: Any, _attr: Any, value: str) -> None:
+    if not value.startswith("/") or posixpath.normpath(value) == "/":
+        raise ValueError(
+            f"workspace_mount {value!r} must be an absolute path other than / (e.g. /workspace)"
+        )
+
+
+def _check_pids(_inst: Any, _attr: Any, value: int) -> None:
+    if value < 1:
+        raise ValueError(f"pids_limit must be a positive number of processes, got {value}")
+
+
+def _check_user(_inst: Any, _attr: Any, value: str) -> None:
+    if not value.strip():
+        raise ValueError("user must be host, image, or UID[:GID] / a user name in the image")
+
+
+def run_in_fresh_container(
+    image: str,
+    repo_dir: Path,
+    command: str,
+    *,
+    timeout: float | None,
+    stdout_path: Path | None,
+    stderr_path: Path | None,
+    env: Mapping[str, str] | None = None,
+    run_id: str = "",
+    label: str = "",
+    docker_binary: str | None = None,
+    workspace_mount: str = "/workspace",
+    network: str = "none",
+    pids_limit: int = 2048,
+    cpus: float | None = None,
+    memory: str | None = None,
+    user: str = "host",
+    init: bool = True,
+    log_cap_bytes: int = 10 * 1024 * 1024,
+) -> ProcResult:
+    """Run ``sh -c command`` in a new container of ``image`` with ``repo_dir`` as its repo.
+
+    For grading inside the task's image (``--eval-in environment``): the
+    captured repo is mounted read-write at ``<workspace_mount>/repo`` (the
+    working directory, as the agent saw it), so a ``score.json`` the command
+    writes lands in ``repo_dir``. Same hardening and uid as attempt
+    containers; labelled ``ksi.role=eval`` so ``cleanup`` finds it if KSI
+    dies. The container is removed whatever happens.
+    """
+    binary = resolve_binary(docker_binary or default_docker_binary())
+    repo_dir = repo_dir.resolve()
+    name = container_name(run_id or "eval", label or uuid.uuid4().hex[:8], 0, role="eval")
+    repo_path = posixpath.join(workspace_mount, "repo")
+    agent_env = container_env({}, dict(env or {}), workspace_mount)
+    agent_env["HOME"] = "/tmp"
+    tag = new_tag()
+    argv = [binary, "run", "--rm", "--name", name]
+    argv += ["--label", f"{LABEL_RUN}={run_id}", "--label", f"{LABEL_ROLE}=eval"]
+    if label:
+        argv += ["--label", f"{LABEL_ATTEMPT}={label}"]
+    argv += hardening_args(
+        pids_limit=pids_limit, network=network, cpus=cpus, memory=memory, init=init
+    )
+    argv += user_args(user, binary)
+    argv += [*_bind(repo_dir, repo_path), "-w", repo_path]
+    argv += _env_flags(agent_env, tag)
+    argv += ["--entrypoint", "sh", image, "-c", command]
+    try:
+        return run_process(
+            argv,
+            cwd=repo_dir,
+            env=_client_env_for(agent_env),
+            timeout=timeout,
+            stdout_path=stdout_path,
+            stderr_path=stderr_path,
+            log_cap_bytes=log_cap_bytes,
+            tag=tag,
+        )
+    finally:
+        # --rm removes it on a normal exit; after a timeout or Ctrl-C the client is gone but
+        # the container may still run.
+        docker(binary, "rm", "-f", name, timeout=60)
+
+
+def _env_flags(env: Mapping[str, str], tag: str) -> list[str]:
+    """``-e`` flags that keep secret values out of the command line (``ps`` shows argv).
+
+    ``-e KEY`` makes the client copy the value from its own environment; only
+    variables the client needs for itself (HOME, PATH...) go as ``KEY=VALUE``.
+    """
+    client = client_env()
+    flags: list[str] = []
+    for key, value in env.items():
+        flags += ["-e", f"{key}={value}" if key in client else key]
+    flags += ["-e", f"{TAG_VAR}={tag}"]
+    return flags
+
+
+def docker_bytes(binary: str, *args: str, data: bytes) -> subprocess.CompletedProcess[bytes]:
+    """Run a docker CLI command with ``data`` on its stdin (bytes in, bytes out)."""
+    try:
+        return subprocess.run(
+            [binary, *args], input=data, capture_output=True, env=client_env(), timeout=600
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise EnvironmentFailure(f"docker environment: `{binary} {args[0]}` failed: {exc}") from exc
+
+
+def _client_env_for(env: Mapping[str, str]) -> dict[str, str]:
+    client = client_env()
+    return {**client, **{k: v for k, v in env.items() if k not in client}}
+
+
+@attrs.define
+class DockerHandle:
+    """One attempt's running container."""
+
+    binary: str
+    container: str
+    host_workspace: Path
+    workspace_path: str
+    base_env: Mapping[str, str]
+    #: uid and gid the container's processes run as (files copied in get them).
+    owner: tuple[int, int] = (0, 0)
+    _stopped: bool = False
+    _lock: threading.Lock = attrs.field(factory=threading.Lock)
+
+    def exec(
+        self,
+        invocation: Invocation,
+        *,
+        timeout: float | None,
+        stdout_path: Path,
+        stderr_path: Path,
+        log_cap_bytes: int,
+    ) -> ExecResult:
+        tag = new_tag()
+        env = container_env(self.base_env, invocation.env, self.workspace_path)
+        cwd = posixpath.normpath(posixpath.join(self.workspace_path, invocation.cwd))
+        argv = [self.binary, "exec"]
+        if invocation.stdin is not None:
+            argv.append("-i")
+        argv += ["-w", cwd, *_env_flags(env, tag), self.container]
+        argv += ["sh", "-c", EXEC_WRAPPER, "ksi-exec", *invocation.argv]
+        # The timeout is enforced here rather than by run_process: waiting without a timeout
+        # blocks in waitpid, where a timed wait polls and adds ~35 ms to every exec.
+        fired = threading.Event()
+
+        def on_timeout() -> None:
+            fired.set()
+            kill_tree(None, tag, grace=0.5)  # the docker client, and what it runs if visible
+
+        timer = threading.Timer(timeout, on_timeout) if timeout is not None else None
+        if timer is not None:
+            timer.daemon = True
+            timer.start()
+        try:
+            res = run_process(
+                argv,
+                cwd=self.host_workspace,
+                env=_client_env_for(env),
+                timeout=None,
+                stdout_path=stdout_path,
+                stderr_path=stderr_path,
+                stdin=invocation.stdin,
+                log_cap_bytes=log_cap_bytes,
+                tag=tag,
+            )
+        finally:
+            if timer is not None:
+                timer.cancel()
+        timed_out = fired.is_set()
+        stragglers = res.stragglers_killed
+        if timed_out:
+            # Killing the docker client does not kill what it started in the container.
+            stragglers += self.kill_tagged(tag)
+        return ExecResult(
+            exit_code=None if timed_out else res.exit_code,
+            duration_sec=res.duration_sec,
+            timed_out=timed_out,
+            spawn_error=res.spawn_error,
+            stdout_path=str(stdout_path),
+            stderr_path=str(stderr_path),
+            output_truncated=res.output_truncated,
+            stragglers_killed=stragglers,
+        )
+
+    def kill_tagged(self, tag: str) -> int:
+        """SIGKILL every process in the container started by the exec carrying ``tag``."""
+        res = docker(
+            self.binary,
+            "exec",
+            self.container,
+            "sh",
+            "-c",
+            SWEEP_SCRIPT,
+            "ksi-sweep",
+            tag,
+            timeout=60,
+        )
+        try:
+            return int(res.stdout.strip() or 0) if res.returncode == 0 else 0
+        except ValueError:
+            return 0
+
+    def _host_path(self, env_path: str) -> Path | None:
+        """The host path of a container path inside the workspace mount, else None."""
+        norm = posixpath.normpath(posixpath.join(self.workspace_path, env_path))
+        if norm == self.workspace_path:
+            return self.host_workspace
+        if norm.startswith(self.workspace_path.rstrip("/") + "/"):
+            return self.host_workspace / posixpath.relpath(norm, self.workspace_path)
+        return None
+
+    def copy_in(self, host_src: Path, env_dest: str) -> None:
+        host_dest = self._host_path(env_dest)
+        if host_dest is not None:  # in the bind mount: copy on the host, keeping ownership
+            _copy_host(host_src, host_dest)
+            return
+        dest = posixpath.normpath(posixpath.join(self.workspace_path, env_dest))
+        # A tar stream unpacked by the container's own user, so the files belong to the uid the
+        # agent runs as (`docker cp` makes them root's, and `cp -a` needs getent in the image).
+        buf = io.BytesIO()
+        uid, gid = self.owner
+
+        def owned(info: tarfile.TarInfo) -> tarfile.TarInfo:
+            info.uid, info.gid, info.uname, info.gname = uid, gid, "", ""
+            return info
+
+        with tarfile.open(fileobj=buf, mode="w") as tar:
+            tar.add(host_src, arcname=posixpath.basename(dest), filter=owned)
+        res = docker_bytes(
+            self.binary,
+            "exec",
+            "-i",
+            self.container,
+            "sh",
+            "-c",
+            'mkdir -p "$1" && tar -xf - -C "$1"',
+            "ksi-copy-in",
+            posixpath.dirname(dest),
+            data=buf.getvalue(),
+        )
+        if res.returncode != 0:
+            raise EnvironmentFailure(
+                f"docker environment: copying {host_src} into {self.container}:{dest} failed: "
+                f"{res.stderr.decode(errors='replace').strip() or res.returncode}"
+            )
+
+    def copy_out(self, env_src: str, host_dest: Path) -> bool:
+        host_src = self._host_path(env_src)
+        if host_src is not None:
+            if not host_src.exists():
+                return False
+            _copy_host(host_src, host_dest)
+            return True
+        src = posixpath.normpath(posixpath.join(self.workspace_path, env_src))
+        if host_dest.is_dir():
+            shutil.rmtree(host_dest)
+        host_dest.parent.mkdir(parents=True, exist_ok=True)
+        res = docker(self.binary, "cp", f"{self.container}:{src}", str(host_dest), timeout=600)
+        if res.returncode != 0:
+            if (
+                "no such file" in (res.stderr + res.stdout).lower()
+                or "could not find" in (res.stderr + res.stdout).lower()
+            ):
+                return False
+            raise EnvironmentFailure(
+                f"docker environment: copying {self.container}:{src} to {host_dest} failed: "
+                f"{_exit_detail(res)}"
+            )
+        return True
+
+    def stop(self) -> None:
+        with self._lock:
+            if self._stopped:
+                return
+            res = docker(self.binary, "rm", "-f", self.container, timeout=120)
+            if res.returncode != 0 and "no such container" not in res.stderr.lower():
+                raise EnvironmentFailure(
+                    f"docker environment: removing container {self.container} failed: "
+                    f"{_exit_detail(res)}; remove it with `ksi cleanup --all`"
+                )
+            self._stopped = True
+
+
+def _owner(user: str) -> tuple[int, int]:
+    """The uid:gid container processes run as, when the ``user`` option says (else root's)."""
+    if user == "host":
+        return os.getuid(), os.getgid()
+    uid, _, gid = user.partition(":")
+    if uid.isdigit():
+        return int(uid), int(gid) if gid.isdigit() else int(uid)
+    return 0, 0
+
+
+def _copy_host(src: Path, dest: Path) -> None:
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    if src.is_dir():
+        shutil.copytree(src, dest, symlinks=True, dirs_exist_ok=True)
+    else:
+        shutil.copy2(src, dest)
+
+
+@attrs.define
+class DockerEnvironment:
+    """Options are fields: ``--environment docker -e image=... -e network=none`` and so on."""
+
+    name: ClassVar[str] = "docker"
+    aliases: ClassVar[tuple[str, ...]] = ("container",)
+    description: ClassVar[str] = (
+        "Each attempt in its own container (no capabilities, no-new-privileges, pids limit), "
+        "workspace mounted at /workspace, run as your uid; docker or podman CLI."
+    )
+
+    #: Image for tasks that set neither ``docker_image`` nor ``dockerfile``.
+    image: str = ""
+    cpus: float | None = None
+    #: A docker memory size (``4g``, ``512m``); unlimited when unset.
+    memory: str | None = None
+    pids_limit: int = attrs.field(default=2048, validator=_check_pids)
+    #: ``bridge`` (default; agents must reach their API), ``none`` (offline tasks), ``host``.
+    network: str = attrs.field(default="bridge", validator=_check_network)
+    docker_binary: str = attrs.field(factory=default_docker_binary)
+    #: Where the attempt workspace appears in the container; the repo is ``<mount>/repo``.
+    workspace_mount: str = attrs.field(default="/workspace", validator=_check_mount)
+    #: ``host`` (your uid:gid), ``image`` (the image's USER), or a ``--user`` value.
+    user: str = attrs.field(default="host", validator=_check_user)
+    #: Run a tiny init as PID 1 so orphaned processes are reaped (``--init``).
+    init: bool = True
+    _images: dict[str, str] = attrs.field(factory=dict, init=False)
+    _binary: str = attrs.field(default="", init=False)
+    _lock: threading.Lock = attrs.field(factory=threading.Lock, init=False)
+
+    # -- run lifetime -----------------------------------------------------
+    def prepare(self, tasks: Sequence[TaskSpec]) -> None:
+        """Check the engine answers and every task's image exists (pull or build it once)."""
+        binary = self._resolve()
+        check_daemon(binary)
+        missing = [t.id for t in tasks if task_image_source(t.metadata, self.image)[0] == "none"]
+        if missing:
+            raise EnvironmentFailure(
+                f"docker environment: no image for task {', '.join(repr(t) for t in missing[:5])}"
+                f"{' and others' if len(missing) > 5 else ''}; pass --image IMAGE (or "
+                "image=IMAGE as an environment option), or set docker_image / dockerfile in "
+                "the task's metadata"
+            )
+        by_source: dict[tuple[str, str, str], list[str]] = {}
+        for task in tasks:
+            kind, ref, context = task_image_source(task.metadata, self.image)
+            by_source.setdefault((kind, str(ref), str(context or "")), []).append(task.id)
+        for (kind, source, context_dir), task_ids in by_source.items():
+            if kind == "image":
+                ensure_image(binary, source, task_ids)
+                resolved = source
+            else:
+                resolved = build_task_image(binary, Path(source), Path(context_dir), task_ids)
+            with self._lock:
+                for task_id in task_ids:
+                    self._images[task_id] = resolved
+
+    def image_for(self, task: TaskSpec) -> str:
+        """The (pulled or built) image a task runs in; prepares it when prepare() did not."""
+        with self._lock:
+            found = self._images.get(task.id)
+        if found is None:
+            self.prepare([task])
+            found = self._images[task.id]
+        return found
+
+    def start(self, ctx: AttemptContext) -> DockerHandle:
+        binary = self._resolve()
+        image = self.image_for(ctx.task)
+        host_ws = ctx.host_workspace.resolve()
+        (host_ws / HOME_SUBDIR).mkdir(parents=True, exist_ok=True)
+        name = container_name(ctx.run_id, ctx.task.id, ctx.attempt)
+        argv = ["run", "-d", "--name", name]
+        argv += ["--label", f"{LABEL_RUN}={ctx.run_id}"]
+        argv += ["--label", f"{LABEL_ATTEMPT}={ctx.task.id}/{ctx.attempt}"]
+        argv += ["--label", f"{LABEL_ROLE}=attempt"]
+        argv += hardening_args(
+            pids_limit=self.pids_limit,
+            network=self.network,
+            cpus=self.cpus,
+            memory=self.memory,
+            init=self.init,
+        )
+        argv += user_args(self.user, binary)
+        argv += [*_bind(host_ws, self.workspace_mount), "-w", self.workspace_mount]
+        argv += ["--entrypoint", "sleep", image, "infinity"]
+        res = docker(binary, *argv, timeout=300)
+        if res.returncode != 0 and "already in use" in res.stderr:
+            # A container of this very attempt survived a killed run: replace it.
+            docker(binary, "rm", "-f", name, timeout=120)
+            res = docker(binary, *argv, timeout=300)
+        if res.returncode != 0:
+            docker(binary, "rm", "-f", name, timeout=120)
+            raise EnvironmentFailure(
+                f"docker environment: starting a container of {image!r} for task "
+                f"{ctx.task.id!r} attempt {ctx.attempt} failed: {_exit_detail(res)}"
+            )
+        return DockerHandle(
+            binary=binary,
+            container=name,
+            host_workspace=host_ws,
+            workspace_path=self.workspace_mount,
+            base_env=dict(ctx.base_env),
+            owner=_owner(self.user),
+        )
+
+    def cleanup(self, run_id: str | None) -> int:
+        """Remove every container (attempt or eval) of ``run_id``, or of every run when None."""
+        return remove_containers(self._resolve(), run_id)
+
+    def run_in_fresh_container(
+        self,
+        task: TaskSpec,
+        repo_dir: Path,
+        command: str,
+        *,
+        timeout: float | None,
+        stdout_path: Path | None,
+        stderr_path: Path | None,
+        env: Mapping[str, str] | None = None,
+        run_id: str = "",
+        attempt: int = 0,
+        log_cap_bytes: int = 10 * 1024 * 1024,
+    ) -> ProcResult:
+        """:func:`run_in_fresh_container` with this environment's image choice and options."""
+        return run_in_fresh_container(
+            self.image_for(task),
+            repo_dir,
+            command,
+            timeout=timeout,
+            stdout_path=stdout_path,
+            stderr_path=stderr_path,
+            env=env,
+            run_id=run_id,
+            label=f"{task.id}/{attempt}",
+            docker_binary=self._resolve(),
+            workspace_mount=self.workspace_mount,
+            network=self.network,
+            pids_limit=self.pids_limit,
+            cpus=self.cpus,
+            memory=self.memory,
+            user=self.user,
+            init=self.init,
+            log_cap_bytes=log_cap_bytes,
+        )
+
+    def _resolve(self) -> str:
+        if not self._binary:
+            self._binary = resolve_binary(self.docker_binary)
+        return self._binary
+
+
+def list_containers(binary: str, run_id: str | None) -> list[str]:
+    """Ids of KSI containers (running or not) of ``run_id``, or of every run."""
+    selector = f"label={LABEL_RUN}={run_id}" if run_id is not None else f"label={LABEL_RUN}"
+    res = docker(binary, "ps", "-aq", "--no-trunc", "--filter", selector, timeout=60)
+    if res.returncode != 0:
+        raise EnvironmentFailure(
+            f"docker environment: listing containers failed: {_exit_detail(res)}"
+        )
+    return [line.strip() for line in res.stdout.splitlines() if line.strip()]
+
+
+def remove_containers(binary: str, run_id: str | None) -> int:
+    """``docker rm -f`` every KSI container of ``run_id`` (all runs when None); count them."""
+    ids = list_containers(binary, run_id)
+    if not ids:
+        return 0
+    res = docker(binary, "rm", "-f", *ids, timeout=300)
+    if res.returncode != 0 and "no such container" not in res.stderr.lower():
+        raise EnvironmentFailure(
+            f"docker environment: removing {len(ids)} container(s) failed: {_exit_detail(res)}"
+        )
+    return len(ids)
+
+
+@hookimpl(trylast=True)
+def ksi_register_environments(register: Any) -> None:
+    register(DockerEnvironment)

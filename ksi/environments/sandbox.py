@@ -1,0 +1,305 @@
+"""The ``sandbox`` environment: each agent process in a bubblewrap (``bwrap``) sandbox.
+
+No daemon and no image: the sandbox sees the host's own root file system, but
+read-only, so the agent uses the tools installed on the host. What it gets:
+
+* the attempt workspace, bound at its own host path, is the only writable
+  place besides a private, empty ``/tmp`` (a tmpfs per process, gone when it ends);
+* ``HOME`` is an empty directory in the workspace (``.ksi/home``); the host's
+  home directories (``/home``, ``/root``, ``$HOME``) are hidden behind empty
+  file systems, so dotfiles and credentials there cannot be read;
+* the sockets of container engines and per-user services (``/run/docker.sock``,
+  ``/run/user``...) are masked: reaching one would be a way out;
+* no network (its own empty network namespace) unless ``network=host``;
+* its own PID, IPC and UTS namespaces, no capabilities, a new session (no
+  terminal injection), and killed when its parent dies.
+
+The sandbox is per ``exec``: every process an exec started dies with it (the
+PID namespace ends when its first process does), so nothing outlives an
+attempt and there is nothing for ``cleanup`` to find.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+import attrs
+
+from ksi.errors import EnvironmentFailure
+from ksi.hookspecs import hookimpl
+from ksi.interfaces import AttemptContext, ExecResult, Invocation
+from ksi.models import TaskSpec
+from ksi.proc import kill_tree, new_tag, run_process
+
+HOME_SUBDIR = ".ksi/home"
+#: Host directories hidden behind an empty tmpfs (besides ``$HOME``).
+HIDDEN_DIRS = ("/home", "/root", "/run/user", "/run/containerd", "/run/podman", "/var/run/docker")
+#: Sockets that would let a process out of any sandbox; replaced by /dev/null.
+MASKED_FILES = ("/run/docker.sock", "/var/run/docker.sock", "/run/podman/podman.sock")
+#: Variables from the scrub naming host places the sandbox hides; left out.
+HIDDEN_VARS = frozenset(
+    {
+        "TMPDIR",
+        "XDG_CONFIG_HOME",
+        "XDG_CACHE_HOME",
+        "XDG_DATA_HOME",
+        "XDG_STATE_HOME",
+        "XDG_RUNTIME_DIR",
+    }
+)
+
+
+def _check_network(_inst: Any, _attr: Any, value: str) -> None:
+    if value not in ("none", "host"):
+        raise ValueError(f"network {value!r} is not valid; use none (default) or host")
+
+
+def sandbox_env(
+    base_env: Mapping[str, str], extra: Mapping[str, str], workspace: Path
+) -> dict[str, str]:
+    """The scrubbed base env plus the invocation's, with HOME in the workspace."""
+    env = {k: v for k, v in base_env.items() if k not in HIDDEN_VARS}
+    env["HOME"] = str(workspace / HOME_SUBDIR)
+    env.update(extra)
+    return env
+
+
+def bwrap_args(
+    binary: str,
+    workspace: Path,
+    *,
+    network: str,
+    hide_home: bool,
+    expose: Sequence[str],
+    cwd: Path,
+) -> list[str]:
+    """The bubblewrap command line (without the program to run), in mount order."""
+    args = [binary, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+    args += ["--tmpfs", "/tmp", "--tmpfs", "/var/tmp"]
+    if hide_home:
+        hidden = list(HIDDEN_DIRS)
+        home = os.environ.get("HOME", "")
+        if home and Path(home).is_absolute() and Path(home).resolve() != Path("/"):
+            hidden.append(str(Path(home).resolve()))
+        # Resolved (/var/run is a link to /run), each once, parents before children.
+        for path in sorted({str(Path(p).resolve()) for p in hidden if Path(p).is_dir()}):
+            args += ["--tmpfs", path]
+    masked = {str(Path(p).resolve()) for p in MASKED_FILES if os.path.exists(p)}
+    for path in sorted(masked):
+        if not Path(path).is_dir():
+            args += ["--ro-bind", "/dev/null", path]
+    for path in expose:
+        args += ["--ro-bind", path, path]
+    # Bound after the tmpfs mounts, so a workspace under /tmp or a hidden home is still there.
+    args += ["--bind", str(workspace), str(workspace)]
+    args += ["--unshare-all"]
+    if network == "host":
+        args.append("--share-net")
+    args += ["--cap-drop", "ALL", "--die-with-parent", "--new-session", "--chdir", str(cwd)]
+    return args
+
+
+@attrs.define
+class SandboxHandle:
+    """One attempt's sandbox settings; every exec is its own bubblewrap sandbox."""
+
+    host_workspace: Path
+    workspace_path: str
+    base_env: Mapping[str, str]
+    binary: str = "bwrap"
+    network: str = "none"
+    hide_home: bool = True
+    expose: tuple[str, ...] = ()
+    _lock: threading.Lock = attrs.field(factory=threading.Lock, init=False)
+    _running: set[str] = attrs.field(factory=set, init=False)
+
+    def exec(
+        self,
+        invocation: Invocation,
+        *,
+        timeout: float | None,
+        stdout_path: Path,
+        stderr_path: Path,
+        log_cap_bytes: int,
+    ) -> ExecResult:
+        cwd = (self.host_workspace / invocation.cwd).resolve()
+        argv = bwrap_args(
+            self.binary,
+            self.host_workspace,
+            network=self.network,
+            hide_home=self.hide_home,
+            expose=self.expose,
+            cwd=cwd,
+        )
+        argv += ["--", *invocation.argv]
+        tag = new_tag()
+        with self._lock:
+            self._running.add(tag)
+        try:
+            res = run_process(
+                argv,
+                cwd=self.host_workspace,
+                env=sandbox_env(self.base_env, invocation.env, self.host_workspace),
+                timeout=timeout,
+                stdout_path=stdout_path,
+                stderr_path=stderr_path,
+                stdin=invocation.stdin,
+                log_cap_bytes=log_cap_bytes,
+                tag=tag,
+            )
+        finally:
+            with self._lock:
+                self._running.discard(tag)
+        return ExecResult(
+            exit_code=res.exit_code,
+            duration_sec=res.duration_sec,
+            timed_out=res.timed_out,
+            spawn_error=res.spawn_error,
+            stdout_path=str(stdout_path),
+            stderr_path=str(stderr_path),
+            output_truncated=res.output_truncated,
+            stragglers_killed=res.stragglers_killed,
+        )
+
+    def _host_path(self, env_path: str) -> Path:
+        path = Path(os.path.normpath(self.host_workspace / env_path))
+        if path != self.host_workspace and self.host_workspace not in path.parents:
+            raise EnvironmentFailure(
+                f"sandbox environment: {env_path} is outside the workspace; in the sandbox only "
+                f"the workspace ({self.host_workspace}) is writable and outlives a process "
+                "(/tmp is private to each process)"
+            )
+        return path
+
+    def copy_in(self, host_src: Path, env_dest: str) -> None:
+        dest = self._host_path(env_dest)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        if host_src.is_dir():
+            shutil.copytree(host_src, dest, symlinks=True, dirs_exist_ok=True)
+        else:
+            shutil.copy2(host_src, dest)
+
+    def copy_out(self, env_src: str, host_dest: Path) -> bool:
+        src = self._host_path(env_src)
+        if not src.exists():
+            return False
+        host_dest.parent.mkdir(parents=True, exist_ok=True)
+        if src.is_dir():
+            shutil.copytree(src, host_dest, symlinks=True, dirs_exist_ok=True)
+        else:
+            shutil.copy2(src, host_dest)
+        return True
+
+    def stop(self) -> None:
+        """Kill any sandbox still running (an exec interrupted from another thread)."""
+        with self._lock:
+            tags = list(self._running)
+        for tag in tags:
+            kill_tree(None, tag)
+
+
+@attrs.define
+class SandboxEnvironment:
+    """Options are fields: ``--environment sandbox -e network=host``."""
+
+    name: ClassVar[str] = "sandbox"
+    aliases: ClassVar[tuple[str, ...]] = ("bwrap", "bubblewrap")
+    description: ClassVar[str] = (
+        "Each agent process in a bubblewrap sandbox: host root read-only, the workspace the "
+        "only writable path, empty HOME, private /tmp, no network unless network=host."
+    )
+
+    #: ``none`` (default: an empty network namespace) or ``host`` (the host's network).
+    network: str = attrs.field(default="none", validator=_check_network)
+    bwrap_binary: str = "bwrap"
+    #: Hide /home, /root and $HOME behind empty file systems.
+    hide_home: bool = True
+    #: Comma-separated host paths to show read-only even when hidden (e.g. ``~/.nvm``).
+    expose: str = ""
+    _binary: str = attrs.field(default="", init=False)
+
+    def prepare(self, tasks: Sequence[TaskSpec]) -> None:
+        """Check that bubblewrap exists and can create its namespaces on this machine."""
+        binary = self._resolve()
+        for path in self._expose_paths():
+            if not Path(path).exists():
+                raise EnvironmentFailure(
+                    f"sandbox environment: expose path {path!r} does not exist; fix the "
+                    "expose= option (comma-separated absolute paths)"
+                )
+        try:
+            with tempfile.TemporaryDirectory(prefix="ksi-bwrap-probe-") as tmp:
+                probe = Path(tmp).resolve()
+                argv = bwrap_args(
+                    binary,
+                    probe,
+                    network=self.network,
+                    hide_home=self.hide_home,
+                    expose=(),
+                    cwd=probe,
+                )
+                res = subprocess.run(
+                    [*argv, "--", "true"], capture_output=True, text=True, timeout=30
+                )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise EnvironmentFailure(f"sandbox environment: cannot run {binary}: {exc}") from exc
+        if res.returncode != 0:
+            detail = res.stderr.strip() or f"exit {res.returncode}"
+            raise EnvironmentFailure(
+                f"sandbox environment: bubblewrap cannot create a sandbox here ({detail}); "
+                "when it cannot create namespaces, unprivileged user namespaces are disabled: "
+                "enable them "
+                "(sysctl kernel.unprivileged_userns_clone=1; on Ubuntu 24.04+ also "
+                "kernel.apparmor_restrict_unprivileged_userns=0), or use --environment docker"
+            )
+
+    def start(self, ctx: AttemptContext) -> SandboxHandle:
+        workspace = ctx.host_workspace.resolve()
+        if not workspace.is_dir():
+            raise EnvironmentFailure(
+                f"attempt workspace {workspace} does not exist; the runner must create and "
+                "seed it before starting the environment"
+            )
+        (workspace / HOME_SUBDIR).mkdir(parents=True, exist_ok=True)
+        return SandboxHandle(
+            host_workspace=workspace,
+            workspace_path=str(workspace),
+            base_env=dict(ctx.base_env),
+            binary=self._resolve(),
+            network=self.network,
+            hide_home=self.hide_home,
+            expose=tuple(self._expose_paths()),
+        )
+
+    def cleanup(self, run_id: str | None) -> int:
+        """Nothing outlives a sandbox (``--die-with-parent``, a PID namespace per exec)."""
+        return 0
+
+    def _expose_paths(self) -> list[str]:
+        return [
+            str(Path(p.strip()).expanduser().resolve()) for p in self.expose.split(",") if p.strip()
+        ]
+
+    def _resolve(self) -> str:
+        if not self._binary:
+            found = shutil.which(self.bwrap_binary)
+            if found is None:
+                raise EnvironmentFailure(
+                    f"sandbox environment: {self.bwrap_binary!r} (bubblewrap) was not found on "
+                    "PATH; install it (apt-get install bubblewrap / dnf install bubblewrap) or "
+                    "use --environment docker"
+                )
+            self._binary = found
+        return self._binary
+
+
+@hookimpl(trylast=True)
+def ksi_register_environments(register: Any) -> None:
+    register(SandboxEnvironment)

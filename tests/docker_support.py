@@ -1,0 +1,75 @@
+"""Skip markers for tests that need a Docker engine or bubblewrap, with the reason spelled out.
+
+A machine without Docker skips the docker tests and says why (never a silent
+pass); CI installs Docker and bubblewrap (``.ci/setup-docker.sh``) so they
+run for real there. The test image is built locally from the static busybox
+binary (``.ci/build-test-images.sh``): no registry is needed.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+BUILD_SCRIPT = ROOT / ".ci" / "build-test-images.sh"
+#: The image every docker test runs: /bin/sh and busybox applets.
+TEST_IMAGE = "ksi-test/busybox:latest"
+
+
+def _docker_binary() -> str:
+    return os.environ.get("KSI_DOCKER_BINARY", "").strip() or "docker"
+
+
+@functools.cache
+def docker_unavailable() -> str | None:
+    """Why the docker tests cannot run here, or None when they can (builds the image once)."""
+    binary = _docker_binary()
+    if shutil.which(binary) is None:
+        return f"{binary!r} CLI not installed (CI installs docker.io via .ci/setup-docker.sh)"
+    try:
+        info = subprocess.run(
+            [binary, "version", "--format", "{{.Server.Version}}"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"docker engine not answering: {exc}"
+    if info.returncode != 0:
+        last = (info.stderr.strip().splitlines() or ["?"])[-1]
+        return f"docker engine not reachable ({last}); start dockerd"
+    probe = subprocess.run([binary, "image", "inspect", TEST_IMAGE], capture_output=True)
+    if probe.returncode != 0:
+        built = subprocess.run(["bash", str(BUILD_SCRIPT)], capture_output=True, text=True)
+        if built.returncode != 0:
+            return f"test image {TEST_IMAGE} missing and {BUILD_SCRIPT} failed: {built.stderr}"
+    return None
+
+
+@functools.cache
+def bwrap_unavailable() -> str | None:
+    """Why the sandbox tests cannot run here, or None when bubblewrap works."""
+    if shutil.which("bwrap") is None:
+        return "bubblewrap (bwrap) not installed (CI installs it via .ci/setup-docker.sh)"
+    probe = subprocess.run(
+        ["bwrap", "--ro-bind", "/", "/", "--unshare-all", "--proc", "/proc", "true"],
+        capture_output=True,
+        text=True,
+    )
+    if probe.returncode != 0:
+        return f"bwrap cannot create namespaces here: {probe.stderr.strip()}"
+    return None
+
+
+needs_docker = pytest.mark.skipif(
+    docker_unavailable() is not None, reason=f"needs Docker: {docker_unavailable()}"
+)
+needs_bwrap = pytest.mark.skipif(
+    bwrap_unavailable() is not None, reason=f"needs bubblewrap: {bwrap_unavailable()}"
+)
