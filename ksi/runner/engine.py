@@ -148,8 +148,6 @@ class Runner:
         )
         self.executor, _ = resolve("executor", cfg.executor)
         self.grades_in = getattr(self.evaluator, "grades_in", "host")
-        if cfg.eval_in == "environment":
-            self.grades_in = "environment"
 
     def _preflight(self, tasks: list[TaskSpec]) -> None:
         problems: list[str] = []
@@ -436,19 +434,23 @@ class Runner:
             with self._active_lock:
                 self._active[id(handle)] = handle
             ws_path = str(handle.workspace_path)
+            # Tasks that work in the image's own directory (Harbor's /app) say so.
+            workdir = task.metadata.get("agent_workdir")
             ctx = AgentContext(
                 task=task,
                 prompt=prompt,
                 attempt=attempt,
                 attempt_dir=attempt_dir,
                 workspace_path=ws_path,
-                repo_path=ws_path.rstrip("/") + "/repo",
+                repo_path=workdir if isinstance(workdir, str) else ws_path.rstrip("/") + "/repo",
                 host_workspace=workspace,
                 model=cfg.model,
             )
             t = time.monotonic()
             self.agent.setup(ctx)
             invocation = self.agent.invocation(ctx)
+            if invocation is not None and isinstance(workdir, str) and invocation.cwd == ".":
+                invocation = attrs.evolve(invocation, cwd=workdir)
             if invocation is not None:
                 result = handle.exec(
                     invocation,
@@ -509,14 +511,55 @@ class Runner:
         log_dir = attempt_dir / "eval"
         if not self.config.wipe_workspace:
             return self.evaluator.grade(task, live_repo, log_dir=log_dir)  # type: ignore[no-any-return]
+        if self.config.eval_in == "environment":
+            return self._grade_in_fresh_environment(task, captured, attempt_dir)
         workdir = attempt_dir / "eval" / "repo"
-        shutil.rmtree(workdir, ignore_errors=True)
+        remove_tree(workdir)
         workdir.parent.mkdir(parents=True, exist_ok=True)
         shutil.copytree(captured, workdir, symlinks=True)
         try:
             return self.evaluator.grade(task, workdir, log_dir=log_dir)  # type: ignore[no-any-return]
         finally:
-            shutil.rmtree(workdir, ignore_errors=True)
+            remove_tree(workdir)
+
+    def _grade_in_fresh_environment(
+        self, task: TaskSpec, captured: Path, attempt_dir: Path
+    ) -> EvalResult:
+        """``--eval-in environment``: grade a copy of the captured repo in a new environment.
+
+        For tasks whose tests need the image's toolchain. The agent's own
+        environment is already gone, so nothing it left running can touch
+        the grading; the evaluator runs its command through the new handle.
+        """
+        from ksi.environments.envscrub import scrubbed_env
+
+        workspace = attempt_dir / "eval" / "workspace"
+        remove_tree(workspace)
+        workspace.mkdir(parents=True)
+        shutil.copytree(captured, workspace / "repo", symlinks=True)
+        ctx = AttemptContext(
+            run_id=self.run_id,
+            task=task,
+            attempt=0,
+            attempt_dir=attempt_dir / "eval",
+            host_workspace=workspace,
+            base_env={
+                **scrubbed_env(required=(), optional=(), passthrough=()),
+                "KSI_RUN_ID": self.run_id,
+            },
+        )
+        handle = self.environment.start(ctx)
+        with self._active_lock:
+            self._active[id(handle)] = handle
+        try:
+            return self.evaluator.grade(  # type: ignore[no-any-return]
+                task, workspace / "repo", env=handle, log_dir=attempt_dir / "eval"
+            )
+        finally:
+            handle.stop()
+            with self._active_lock:
+                self._active.pop(id(handle), None)
+            remove_tree(workspace)
 
     def _make_record(
         self,
