@@ -28,6 +28,8 @@ import attrs
 TAG_VAR = "KSI_PROC_TAG"
 #: Seconds between SIGTERM and SIGKILL.
 KILL_GRACE_SEC = 2.0
+#: How often a waiting process is checked for cancellation, in seconds.
+_POLL_SEC = 0.1
 _CHUNK = 64 * 1024
 
 
@@ -38,16 +40,42 @@ class ProcResult:
     timed_out: bool = False
     spawn_error: str | None = None
     output_truncated: bool = False
+    #: Processes other than the main one that were still alive at the end and were killed.
     stragglers_killed: int = 0
+    #: True when ``cancel`` was set before the process finished (it was killed).
+    cancelled: bool = False
 
 
 def new_tag() -> str:
     return uuid.uuid4().hex
 
 
-def tagged_pids(tag: str) -> list[int]:
-    """Live processes whose environment carries ``KSI_PROC_TAG=<tag>``."""
-    needle = f"{TAG_VAR}={tag}".encode()
+def _tags_of(environ: bytes) -> set[str]:
+    """The tags in a raw ``/proc/<pid>/environ`` (``KSI_PROC_TAG=a,b``: nested KSI runs)."""
+    prefix = TAG_VAR.encode() + b"="
+    for entry in environ.split(b"\0"):
+        if entry.startswith(prefix):
+            return set(entry[len(prefix) :].decode(errors="replace").split(","))
+    return set()
+
+
+def _stat(pid: str) -> tuple[str, int] | None:
+    """``(state, pgrp)`` of a process, or None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            data = fh.read()
+    except OSError:
+        return None
+    # "pid (comm) state ppid pgrp ..."; comm may hold spaces and parentheses.
+    fields = data[data.rfind(b")") + 2 :].split()
+    try:
+        return fields[0].decode(), int(fields[2])
+    except (IndexError, ValueError):
+        return None
+
+
+def _live_pids(tag: str, pgid: int | None = None) -> list[int]:
+    """Live (non-zombie) processes carrying ``tag`` or belonging to process group ``pgid``."""
     me = os.getpid()
     found = []
     try:
@@ -55,32 +83,42 @@ def tagged_pids(tag: str) -> list[int]:
     except OSError:
         return []
     for entry in entries:
-        if not entry.isdigit():
+        if not entry.isdigit() or int(entry) == me:
             continue
-        pid = int(entry)
-        if pid == me:
+        st = _stat(entry)
+        if st is None or st[0] in ("Z", "X"):
+            continue  # gone, or dead and only waiting to be reaped
+        if pgid is not None and st[1] == pgid:
+            found.append(int(entry))
             continue
         try:
             with open(f"/proc/{entry}/environ", "rb") as fh:
                 data = fh.read()
         except OSError:
             continue
-        if needle in data.split(b"\0"):
-            found.append(pid)
+        if tag in _tags_of(data):
+            found.append(int(entry))
     return found
 
 
-def _signal_all(pgid: int | None, tag: str, sig: int) -> int:
-    hit = 0
+def tagged_pids(tag: str) -> list[int]:
+    """Live processes whose environment carries ``KSI_PROC_TAG`` with ``tag`` in it."""
+    return _live_pids(tag)
+
+
+def _signal_all(pgid: int | None, tag: str, sig: int) -> list[int]:
+    """Signal the group and every tagged process; return the pids found alive.
+
+    The scan comes first so that processes the group signal kills are counted too.
+    """
+    pids = _live_pids(tag, pgid)
     if pgid is not None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pgid, sig)
-            hit += 1
-    for pid in tagged_pids(tag):
+    for pid in pids:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, sig)
-            hit += 1
-    return hit
+    return pids
 
 
 def kill_tree(
@@ -88,54 +126,57 @@ def kill_tree(
     tag: str,
     grace: float = KILL_GRACE_SEC,
     reap: Callable[[], object] | None = None,
+    exclude: int | None = None,
 ) -> int:
-    """SIGTERM the group and tagged processes, wait up to ``grace``, then SIGKILL; count them.
+    """SIGTERM the group and tagged processes; after ``grace``, SIGKILL until none is left.
 
-    ``reap`` collects our own child once it dies, so that a zombie group
-    leader does not look alive and make us wait out the grace period.
+    Returns how many distinct processes were found alive (``exclude``, the
+    main process, not counted). ``reap`` collects our own child once it dies,
+    so that a zombie group leader does not look alive. SIGKILL is repeated
+    because a process may fork between one scan of ``/proc`` and the next.
     """
-    initial = len(tagged_pids(tag))
-    if not _signal_all(pgid, tag, signal.SIGTERM):
-        return 0
-    deadline = time.monotonic() + grace
-    while time.monotonic() < deadline:
-        if reap is not None:
-            reap()
-        if not tagged_pids(tag) and not _group_alive(pgid):
-            return initial
-        time.sleep(0.05)
-    _signal_all(pgid, tag, signal.SIGKILL)
-    for _ in range(100):
-        if not tagged_pids(tag):
-            break
-        time.sleep(0.02)
-    return initial
-
-
-def _group_alive(pgid: int | None) -> bool:
-    if pgid is None:
-        return False
-    try:
-        os.killpg(pgid, 0)
-    except (ProcessLookupError, PermissionError):
-        return False
-    return True
+    seen = set(_signal_all(pgid, tag, signal.SIGTERM))
+    if seen:
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline:
+            if reap is not None:
+                reap()
+            alive = _live_pids(tag, pgid)
+            seen.update(alive)
+            if not alive:
+                break
+            time.sleep(0.05)
+        for _ in range(200):
+            alive = _signal_all(pgid, tag, signal.SIGKILL)
+            seen.update(alive)
+            if reap is not None:
+                reap()
+            if not alive:
+                break
+            time.sleep(0.01)
+    seen.discard(exclude if exclude is not None else -1)
+    return len(seen)
 
 
 class _CappedCopier(threading.Thread):
-    """Copies a pipe into a file up to a byte cap, then keeps draining so the child never blocks."""
+    """Copies a pipe into a file up to a byte cap, then keeps draining so the child never blocks.
 
-    def __init__(self, src: IO[bytes], dest: Path | None, cap: int) -> None:
+    The file is opened unbuffered by the caller, so a log can be followed
+    while the process runs.
+    """
+
+    def __init__(self, src: IO[bytes], out: IO[bytes] | None, cap: int) -> None:
         super().__init__(daemon=True)
-        self.src, self.dest, self.cap = src, dest, cap
+        self.src, self.out, self.cap = src, out, cap
         self.truncated = False
 
     def run(self) -> None:
         written = 0
-        out = open(self.dest, "wb") if self.dest is not None else None  # noqa: SIM115
+        out = self.out
         try:
             while True:
-                chunk = self.src.read1(_CHUNK) if hasattr(self.src, "read1") else self.src.read(_CHUNK)
+                read = getattr(self.src, "read1", self.src.read)
+                chunk = read(_CHUNK)
                 if not chunk:
                     break
                 if out is None:
@@ -147,13 +188,18 @@ class _CappedCopier(threading.Thread):
                 if len(chunk) > room:
                     self.truncated = True
                     chunk = chunk[:room]
-                out.write(chunk)
+                try:
+                    out.write(chunk)
+                except OSError:
+                    out = None  # disk full or similar: keep draining so the child never blocks
+                    continue
                 written += len(chunk)
         finally:
-            if out is not None:
-                if self.truncated:
+            if out is not None and self.truncated:
+                with contextlib.suppress(OSError):
                     out.write(f"\n[ksi: output truncated at {self.cap} bytes]\n".encode())
-                out.close()
+            if self.out is not None:
+                self.out.close()
             self.src.close()
 
 
@@ -162,6 +208,36 @@ def _feed(stdin: IO[bytes], data: bytes) -> None:
         stdin.write(data)
     with contextlib.suppress(BrokenPipeError, OSError):
         stdin.close()
+
+
+def _open_log(path: Path | None) -> IO[bytes] | None:
+    if path is None:
+        return None
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return open(path, "wb", buffering=0)  # closed by the copier thread
+
+
+def _wait(
+    proc: subprocess.Popen[bytes], timeout: float | None, cancel: threading.Event | None
+) -> str:
+    """Wait for ``proc``: ``"exited"``, ``"timeout"`` or ``"cancelled"``."""
+    if cancel is None:
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return "timeout"
+        return "exited"
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        if cancel.is_set():
+            return "cancelled"
+        step = _POLL_SEC if deadline is None else min(_POLL_SEC, deadline - time.monotonic())
+        try:
+            proc.wait(timeout=max(step, 0))
+            return "exited"
+        except subprocess.TimeoutExpired:
+            if deadline is not None and time.monotonic() >= deadline:
+                return "timeout"
 
 
 def run_process(
@@ -175,12 +251,25 @@ def run_process(
     stdin: str | bytes | None = None,
     log_cap_bytes: int = 10 * 1024 * 1024,
     tag: str | None = None,
+    cancel: threading.Event | None = None,
 ) -> ProcResult:
-    """Run ``argv`` in its own session; on exit or timeout, kill every process it started."""
+    """Run ``argv`` in its own session; when it ends, times out or is cancelled, kill its tree.
+
+    The tag is appended to any ``KSI_PROC_TAG`` KSI itself runs under, so a
+    KSI run started by an agent (or an eval command) stays findable by the
+    outer run. Log files are created (with their parent directories) before
+    the process starts; a log that cannot be created is a spawn error.
+    """
     tag = tag or new_tag()
-    full_env = {**env, TAG_VAR: tag}
+    inherited = [t for t in os.environ.get(TAG_VAR, "").split(",") if t]
+    full_env = {**env, TAG_VAR: ",".join([*inherited, tag])}
     started = time.monotonic()
+    if cancel is not None and cancel.is_set():
+        return ProcResult(None, 0.0, spawn_error="cancelled before start", cancelled=True)
+    logs: list[IO[bytes] | None] = []
     try:
+        logs.append(_open_log(stdout_path))
+        logs.append(_open_log(stderr_path))
         proc = subprocess.Popen(
             list(argv),
             cwd=cwd,
@@ -192,14 +281,17 @@ def run_process(
             close_fds=True,
         )
     except OSError as exc:
+        for log in logs:
+            if log is not None:
+                log.close()
         return ProcResult(
             None, time.monotonic() - started, spawn_error=f"{type(exc).__name__}: {exc}"
         )
     pgid = proc.pid
     assert proc.stdout is not None and proc.stderr is not None
     copiers = [
-        _CappedCopier(proc.stdout, stdout_path, log_cap_bytes),
-        _CappedCopier(proc.stderr, stderr_path, log_cap_bytes),
+        _CappedCopier(proc.stdout, logs[0], log_cap_bytes),
+        _CappedCopier(proc.stderr, logs[1], log_cap_bytes),
     ]
     for c in copiers:
         c.start()
@@ -207,25 +299,23 @@ def run_process(
         assert proc.stdin is not None
         data = stdin.encode() if isinstance(stdin, str) else stdin
         threading.Thread(target=_feed, args=(proc.stdin, data), daemon=True).start()
-    timed_out = False
     try:
-        proc.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        timed_out = True
+        how = _wait(proc, timeout, cancel)
     except BaseException:
         kill_tree(pgid, tag, reap=proc.poll)
         proc.wait()
         raise
-    stragglers = kill_tree(pgid, tag, reap=proc.poll)
+    stragglers = kill_tree(pgid, tag, reap=proc.poll, exclude=proc.pid)
     proc.wait()
     for c in copiers:
         c.join(timeout=5)
     return ProcResult(
-        exit_code=None if timed_out else proc.returncode,
+        exit_code=proc.returncode if how == "exited" else None,
         duration_sec=time.monotonic() - started,
-        timed_out=timed_out,
+        timed_out=how == "timeout",
         output_truncated=any(c.truncated for c in copiers),
         stragglers_killed=stragglers,
+        cancelled=how == "cancelled",
     )
 
 

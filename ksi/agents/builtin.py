@@ -1,1 +1,270 @@
-"""Placeholder: being written."""
+"""The built-in agents: ``command`` (any shell command), ``oracle`` and ``nop``.
+
+``command`` is how any agent CLI can be used before it has its own plugin.
+``oracle`` (apply the task's reference solution) and ``nop`` (do nothing)
+check tasks rather than agents: a task ``oracle`` cannot solve, or one that
+``nop`` passes, is a broken task (``ksi check``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path, PurePosixPath
+from typing import Any, ClassVar
+
+import attrs
+
+from ksi.errors import UserInputError
+from ksi.hookspecs import Register, hookimpl
+from ksi.interfaces import AgentContext, AgentOutcome, ExecResult, Invocation
+from ksi.models import TaskSpec
+from ksi.proc import read_tail
+
+#: Where ``command`` writes the prompt, relative to the workspace (outside repo/, never captured).
+PROMPT_FILE = ".ksi/prompt.md"
+#: Largest prompt (UTF-8 bytes) also passed as ``$KSI_PROMPT``; Linux refuses to start a
+#: process with a single environment string over 128 KiB. Longer prompts: file and stdin only.
+PROMPT_ENV_MAX_BYTES = 100_000
+_TAIL_BYTES = 2000
+
+
+def attempt_env(ctx: AgentContext) -> dict[str, str]:
+    """The ``KSI_*`` variables every built-in agent's process gets (paths as it sees them)."""
+    env = {
+        "KSI_TASK_ID": ctx.task.id,
+        "KSI_WORKSPACE": ctx.workspace_path,
+        "KSI_REPO": ctx.repo_path,
+        "KSI_ATTEMPT": str(ctx.attempt),
+    }
+    if ctx.model:
+        env["KSI_MODEL"] = ctx.model
+    return env
+
+
+def outcome_from_exit(result: ExecResult | None) -> AgentOutcome:
+    """Classify a finished process: 0 completed, timeout, nonzero crashed, no start error.
+
+    The attempt is graded whatever this says; the status explains the score.
+    """
+    if result is None:
+        return AgentOutcome(status="completed")
+    final = read_tail(result.stdout_path, _TAIL_BYTES) if result.stdout_path else ""
+    if result.spawn_error is not None:
+        return AgentOutcome(status="error", error=f"could not run: {result.spawn_error}")
+    if result.timed_out:
+        return AgentOutcome(
+            status="timeout",
+            final_message=final,
+            error=f"timed out after {result.duration_sec:.1f}s; every process it started "
+            "was killed",
+        )
+    if result.exit_code == 0:
+        return AgentOutcome(status="completed", final_message=final)
+    stderr = read_tail(result.stderr_path, 500).strip() if result.stderr_path else ""
+    how = (
+        f"killed by signal {-result.exit_code}"
+        if result.exit_code is not None and result.exit_code < 0
+        else f"exited with code {result.exit_code}"
+    )
+    return AgentOutcome(
+        status="crashed",
+        final_message=final,
+        error=how + (f"; stderr ends with: {stderr}" if stderr else ""),
+    )
+
+
+def _need_cmd(instance: Any, attribute: Any, value: str | None) -> None:
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(
+            "option 'cmd' is required: the shell command to run in the workspace, e.g. "
+            "--agent-option cmd='my-agent --prompt-file \"$KSI_PROMPT_FILE\"'"
+        )
+
+
+@attrs.define
+class CommandAgent:
+    """Runs ``/bin/sh -c CMD`` in the workspace with the prompt in env, a file and stdin."""
+
+    name: ClassVar[str] = "command"
+    aliases: ClassVar[tuple[str, ...]] = ("shell",)
+    description: ClassVar[str] = (
+        "Runs a shell command (--agent-option cmd='...') in the workspace; the prompt is in "
+        "$KSI_PROMPT, in the file $KSI_PROMPT_FILE and on stdin."
+    )
+    required_env: ClassVar[tuple[str, ...]] = ()
+    optional_env: ClassVar[tuple[str, ...]] = ()
+
+    #: The shell command to run (``/bin/sh -c``), with cwd the workspace (repo/ is inside).
+    cmd: str | None = attrs.field(default=None, validator=_need_cmd)
+
+    def check_tasks(self, tasks: Sequence[TaskSpec]) -> list[str]:
+        return []
+
+    def setup(self, ctx: AgentContext) -> None:
+        """Write the prompt to ``<workspace>/.ksi/prompt.md``."""
+        path = ctx.host_workspace / PROMPT_FILE
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(ctx.prompt, encoding="utf-8")
+
+    def invocation(self, ctx: AgentContext) -> Invocation:
+        env = {
+            **attempt_env(ctx),
+            "KSI_PROMPT_FILE": f"{ctx.workspace_path.rstrip('/')}/{PROMPT_FILE}",
+        }
+        if len(ctx.prompt.encode("utf-8")) <= PROMPT_ENV_MAX_BYTES:
+            env["KSI_PROMPT"] = ctx.prompt
+        assert self.cmd is not None  # the validator guarantees it
+        return Invocation(argv=("/bin/sh", "-c", self.cmd), env=env, stdin=ctx.prompt, cwd=".")
+
+    def outcome(self, ctx: AgentContext, result: ExecResult | None) -> AgentOutcome:
+        return outcome_from_exit(result)
+
+
+def _solution(task: TaskSpec) -> tuple[dict[str, Any] | None, str | None]:
+    raw = task.metadata.get("solution")
+    if not isinstance(raw, Mapping):
+        return None, None
+    files = raw.get("files")
+    command = raw.get("command")
+    return (dict(files) if isinstance(files, Mapping) else None), (
+        command if isinstance(command, str) else None
+    )
+
+
+def _bad_path(rel: str) -> str | None:
+    """Why ``rel`` may not be written under repo/, or None."""
+    if not isinstance(rel, str) or not rel.strip():
+        return "is empty"
+    pure = PurePosixPath(rel)
+    if pure.is_absolute() or rel.startswith("\\") or (len(rel) > 1 and rel[1] == ":"):
+        return "is absolute; use a path relative to repo/"
+    if ".." in pure.parts:
+        return "contains '..'; solution files must stay inside repo/"
+    if "\0" in rel:
+        return "contains a NUL byte"
+    return None
+
+
+def _solution_problems(task: TaskSpec) -> list[str]:
+    raw = task.metadata.get("solution")
+    if raw is None:
+        return [
+            f"task {task.id!r} has no `solution`; oracle cannot attempt it — add a solution "
+            "{files|command} to its record"
+        ]
+    if not isinstance(raw, Mapping):
+        return [
+            f"task {task.id!r}: `solution` must be an object with `files` and/or `command`, "
+            f"got {type(raw).__name__}"
+        ]
+    problems = []
+    files, command = raw.get("files"), raw.get("command")
+    if files is not None and not isinstance(files, Mapping):
+        problems.append(
+            f"task {task.id!r}: solution.files must map relative paths to file contents"
+        )
+    if command is not None and not (isinstance(command, str) and command.strip()):
+        problems.append(f"task {task.id!r}: solution.command must be a non-empty string")
+    if isinstance(files, Mapping):
+        for rel, content in files.items():
+            why = _bad_path(rel)
+            if why:
+                problems.append(f"task {task.id!r}: solution.files path {rel!r} {why}")
+            if not isinstance(content, str):
+                problems.append(
+                    f"task {task.id!r}: solution.files[{rel!r}] must be a string, "
+                    f"got {type(content).__name__}"
+                )
+    if not problems and not files and not command:
+        problems.append(
+            f"task {task.id!r} has an empty `solution`; oracle cannot attempt it — give it "
+            "`files` and/or a `command`"
+        )
+    return problems
+
+
+@attrs.define
+class OracleAgent:
+    """Applies the task's reference solution, proving the task can be solved."""
+
+    name: ClassVar[str] = "oracle"
+    aliases: ClassVar[tuple[str, ...]] = ()
+    description: ClassVar[str] = (
+        "Applies each task's reference solution (solution.files written into repo/, then "
+        "solution.command run in repo/): proves a task is solvable. No API key."
+    )
+    required_env: ClassVar[tuple[str, ...]] = ()
+    optional_env: ClassVar[tuple[str, ...]] = ()
+
+    def check_tasks(self, tasks: Sequence[TaskSpec]) -> list[str]:
+        """One problem per task without a usable solution."""
+        return [p for task in tasks for p in _solution_problems(task)]
+
+    def setup(self, ctx: AgentContext) -> None:
+        """Write ``solution.files`` into repo/ on the host, refusing any path out of repo/."""
+        problems = _solution_problems(ctx.task)
+        if problems:
+            raise UserInputError("\n".join(problems))
+        files, _ = _solution(ctx.task)
+        repo = (ctx.host_workspace / "repo").resolve()
+        for rel, content in (files or {}).items():
+            dest = repo / rel
+            # A symlink already in repo/ could point out of it; resolve before writing.
+            real = dest.parent.resolve() / dest.name
+            if not real.parent.is_relative_to(repo):
+                raise UserInputError(
+                    f"task {ctx.task.id!r}: solution.files path {rel!r} leads out of repo/ "
+                    "(through a symlink); oracle refuses to write it"
+                )
+            real.parent.mkdir(parents=True, exist_ok=True)
+            _write_text(real, content)
+
+    def invocation(self, ctx: AgentContext) -> Invocation | None:
+        """``solution.command`` in repo/, or None when the solution is files only."""
+        _, command = _solution(ctx.task)
+        if not command:
+            return None
+        return Invocation(argv=("/bin/sh", "-c", command), env=attempt_env(ctx), cwd="repo")
+
+    def outcome(self, ctx: AgentContext, result: ExecResult | None) -> AgentOutcome:
+        return outcome_from_exit(result)
+
+
+def _write_text(path: Path, content: str) -> None:
+    if path.is_symlink():
+        path.unlink()  # replace the link itself, never write through it
+    with open(path, "w", encoding="utf-8", newline="") as fh:
+        fh.write(content)
+
+
+@attrs.define
+class NopAgent:
+    """Does nothing: a task whose eval passes on the untouched workspace is broken."""
+
+    name: ClassVar[str] = "nop"
+    aliases: ClassVar[tuple[str, ...]] = ("noop",)
+    description: ClassVar[str] = (
+        "Does nothing. A task that passes with nop is broken (its eval accepts the "
+        "untouched starting files)."
+    )
+    required_env: ClassVar[tuple[str, ...]] = ()
+    optional_env: ClassVar[tuple[str, ...]] = ()
+
+    def check_tasks(self, tasks: Sequence[TaskSpec]) -> list[str]:
+        return []
+
+    def setup(self, ctx: AgentContext) -> None:
+        """Nothing to prepare."""
+
+    def invocation(self, ctx: AgentContext) -> Invocation | None:
+        return None
+
+    def outcome(self, ctx: AgentContext, result: ExecResult | None) -> AgentOutcome:
+        return AgentOutcome(status="completed")
+
+
+@hookimpl(trylast=True)
+def ksi_register_agents(register: Register) -> None:
+    register(CommandAgent)
+    register(OracleAgent)
+    register(NopAgent)

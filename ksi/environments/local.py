@@ -1,1 +1,181 @@
-"""Placeholder: being written."""
+"""The ``local`` environment: the agent runs as a plain child process on this machine.
+
+There is no isolation: the agent can read and write anything the user running
+KSI can. What KSI does guarantee on ``local``:
+
+* the process starts with cwd in the attempt's workspace, in its own session
+  and process group, with the scrubbed environment
+  (:mod:`ksi.environments.envscrub`) plus what the agent adds;
+* stdout and stderr stream to log files, each capped in size;
+* when the process ends, times out or the handle is stopped, every process it
+  started is terminated, then killed: its process group, and every process
+  carrying its ``KSI_PROC_TAG`` (which catches ``setsid`` and double forks).
+
+The limit: a process that both leaves the session and scrubs its own
+environment (``setsid env -i ...``) cannot be found and may outlive the
+attempt. Use ``sandbox`` or ``docker`` (a PID namespace) when that matters.
+"""
+
+from __future__ import annotations
+
+import shutil
+import threading
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import ClassVar
+
+import attrs
+
+from ksi.errors import EnvironmentFailure
+from ksi.hookspecs import Register, hookimpl
+from ksi.interfaces import AttemptContext, ExecResult, Invocation
+from ksi.models import TaskSpec
+from ksi.proc import kill_tree, new_tag, run_process
+
+#: How long :meth:`LocalHandle.stop` waits for a running ``exec`` to kill its own tree.
+_STOP_WAIT_SEC = 10.0
+
+
+@attrs.define
+class LocalHandle:
+    """One attempt's processes on this machine; env paths are host paths."""
+
+    host_workspace: Path
+    workspace_path: str
+    base_env: Mapping[str, str]
+    _cancel: threading.Event = attrs.field(factory=threading.Event, init=False)
+    _lock: threading.Condition = attrs.field(factory=threading.Condition, init=False)
+    _running: set[str] = attrs.field(factory=set, init=False)
+    _tags: list[str] = attrs.field(factory=list, init=False)
+
+    def exec(
+        self,
+        invocation: Invocation,
+        *,
+        timeout: float | None,
+        stdout_path: Path,
+        stderr_path: Path,
+        log_cap_bytes: int,
+    ) -> ExecResult:
+        """Run ``invocation`` to completion or timeout; kill every process it started."""
+        tag = new_tag()
+        with self._lock:
+            if self._cancel.is_set():
+                return ExecResult(
+                    exit_code=None,
+                    duration_sec=0.0,
+                    spawn_error="the environment was stopped before the process started",
+                    stdout_path=str(stdout_path),
+                    stderr_path=str(stderr_path),
+                )
+            self._running.add(tag)
+            self._tags.append(tag)
+        try:
+            proc = run_process(
+                invocation.argv,
+                cwd=self.host_workspace / invocation.cwd,
+                env={**self.base_env, **invocation.env},
+                stdin=invocation.stdin,
+                timeout=timeout,
+                stdout_path=stdout_path,
+                stderr_path=stderr_path,
+                log_cap_bytes=log_cap_bytes,
+                tag=tag,
+                cancel=self._cancel,
+            )
+        finally:
+            with self._lock:
+                self._running.discard(tag)
+                self._lock.notify_all()
+        spawn_error = proc.spawn_error
+        if proc.cancelled and spawn_error is None:
+            spawn_error = "killed: the environment was stopped while the process ran"
+        return ExecResult(
+            exit_code=proc.exit_code,
+            duration_sec=proc.duration_sec,
+            timed_out=proc.timed_out,
+            spawn_error=spawn_error,
+            stdout_path=str(stdout_path),
+            stderr_path=str(stderr_path),
+            output_truncated=proc.output_truncated,
+            stragglers_killed=proc.stragglers_killed,
+        )
+
+    def _host_path(self, env_path: str) -> Path:
+        """On local an environment path is a host path; a relative one is under the workspace."""
+        return self.host_workspace / env_path  # an absolute env_path replaces the workspace
+
+    def copy_in(self, host_src: Path, env_dest: str) -> None:
+        """Copy a host file or directory to ``env_dest`` (symlinks copied as links)."""
+        dest = self._host_path(env_dest)
+        if not host_src.exists():
+            raise EnvironmentFailure(f"copy_in: {host_src} does not exist on the host")
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        if host_src.is_dir():
+            shutil.copytree(host_src, dest, symlinks=True, dirs_exist_ok=True)
+        else:
+            shutil.copy2(host_src, dest)
+
+    def copy_out(self, env_src: str, host_dest: Path) -> bool:
+        """Copy ``env_src`` to the host; False when it does not exist. Links are not followed."""
+        src = self._host_path(env_src)
+        if not src.exists() and not src.is_symlink():
+            return False
+        host_dest.parent.mkdir(parents=True, exist_ok=True)
+        if src.is_dir() and not src.is_symlink():
+            shutil.copytree(src, host_dest, symlinks=True, dirs_exist_ok=True)
+        else:
+            shutil.copy2(src, host_dest, follow_symlinks=False)
+        return True
+
+    def stop(self) -> None:
+        """Kill every process this handle started, including one still running; idempotent.
+
+        Safe to call from another thread while :meth:`exec` waits (Ctrl-C):
+        the running ``exec`` kills its tree and returns with ``spawn_error``
+        saying the environment was stopped.
+        """
+        with self._lock:
+            self._cancel.set()
+            self._lock.wait_for(lambda: not self._running, timeout=_STOP_WAIT_SEC)
+            tags = list(self._tags)
+        for tag in tags:
+            kill_tree(None, tag)
+
+
+@attrs.define
+class LocalEnvironment:
+    """Runs the agent as a child process on this machine."""
+
+    name: ClassVar[str] = "local"
+    aliases: ClassVar[tuple[str, ...]] = ()
+    description: ClassVar[str] = (
+        "Runs the agent as a child process on this machine with NO isolation: it can read "
+        "and write anything your user can. Scrubbed environment, own process session, "
+        "every process it starts is killed when the attempt ends."
+    )
+
+    def prepare(self, tasks: Sequence[TaskSpec]) -> None:
+        """Nothing to build or check on local."""
+
+    def start(self, ctx: AttemptContext) -> LocalHandle:
+        """A handle running processes in ``ctx.host_workspace``."""
+        if not ctx.host_workspace.is_dir():
+            raise EnvironmentFailure(
+                f"attempt workspace {ctx.host_workspace} does not exist; the runner must "
+                "create and seed it before starting the environment"
+            )
+        return LocalHandle(
+            host_workspace=ctx.host_workspace,
+            workspace_path=str(ctx.host_workspace),
+            base_env=dict(ctx.base_env),
+        )
+
+    def cleanup(self, run_id: str | None) -> int:
+        """Nothing outlives an attempt on local, so nothing is left to remove."""
+        return 0
+
+
+@hookimpl(trylast=True)
+def ksi_register_environments(register: Register) -> None:
+    register(LocalEnvironment)

@@ -1,0 +1,344 @@
+"""The ``local`` environment with real processes: cwd, env, logs, caps, and nothing left behind."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import threading
+import uuid
+from pathlib import Path
+
+import pytest
+
+from ksi.environments.envscrub import scrubbed_env
+from ksi.environments.local import LocalEnvironment, LocalHandle
+from ksi.errors import EnvironmentFailure
+from ksi.interfaces import AttemptContext, Invocation
+from ksi.models import TaskSpec
+from ksi.plugins import registry
+from ksi.proc import TAG_VAR, run_process
+
+pytestmark = pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs /proc")
+
+
+def _alive_with(marker: str) -> list[int]:
+    """Live (non-zombie) processes whose command line contains ``marker``."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+            stat = Path(f"/proc/{entry}/stat").read_bytes()
+        except OSError:
+            continue
+        state = stat[stat.rfind(b")") + 2 :].split()[0]
+        if marker.encode() in cmdline and state not in (b"Z", b"X"):
+            found.append(int(entry))
+    return found
+
+
+def _marker() -> str:
+    """A ``sleep`` duration no other process on the machine uses: ``1000.<random digits>``."""
+    return f"1000.{uuid.uuid4().int % 10**9:09d}"
+
+
+@pytest.fixture
+def handle(tmp_path: Path) -> LocalHandle:
+    workspace = tmp_path / "attempt" / "workspace"
+    (workspace / "repo").mkdir(parents=True)
+    (workspace / "repo" / "seed.txt").write_text("seed\n")
+    ctx = AttemptContext(
+        run_id="r1",
+        task=TaskSpec(id="t1", prompt="do it"),
+        attempt=1,
+        attempt_dir=tmp_path / "attempt",
+        host_workspace=workspace,
+        base_env={"PATH": os.environ["PATH"], "BASE_ONLY": "base"},
+    )
+    h = LocalEnvironment().start(ctx)
+    yield h
+    h.stop()
+
+
+def _exec(handle: LocalHandle, inv: Invocation, timeout: float | None = 30, cap: int = 1 << 20):
+    logs = handle.host_workspace.parent
+    return handle.exec(
+        inv,
+        timeout=timeout,
+        stdout_path=logs / "agent.stdout.log",
+        stderr_path=logs / "agent.stderr.log",
+        log_cap_bytes=cap,
+    )
+
+
+def _sh(cmd: str, **kw: object) -> Invocation:
+    return Invocation(argv=("/bin/sh", "-c", cmd), **kw)  # type: ignore[arg-type]
+
+
+def test_start_paths_are_the_host_workspace(handle: LocalHandle) -> None:
+    assert handle.workspace_path == str(handle.host_workspace)
+    assert (Path(handle.workspace_path) / "repo" / "seed.txt").read_text() == "seed\n"
+
+
+def test_start_refuses_a_missing_workspace(tmp_path: Path) -> None:
+    ctx = AttemptContext("r", TaskSpec(id="t"), 1, tmp_path, tmp_path / "nope", {})
+    with pytest.raises(EnvironmentFailure, match="does not exist"):
+        LocalEnvironment().start(ctx)
+
+
+def test_exec_runs_in_workspace_with_env_stdin_and_logs(
+    handle: LocalHandle, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HOST_SECRET", "leak")
+    res = _exec(
+        handle,
+        _sh(
+            'pwd; cat; echo "base=$BASE_ONLY added=$ADDED host=${HOST_SECRET-unset}"; '
+            "echo oops >&2; exit 3",
+            env={"ADDED": "yes"},
+            stdin="from stdin\n",
+        ),
+    )
+    assert res.exit_code == 3 and not res.timed_out and res.spawn_error is None
+    out = Path(res.stdout_path).read_text().splitlines()
+    assert out == [
+        str(handle.host_workspace),
+        "from stdin",
+        "base=base added=yes host=unset",
+    ]
+    assert Path(res.stderr_path).read_text() == "oops\n"
+    assert not res.output_truncated
+
+
+def test_exec_cwd_is_relative_to_the_workspace(handle: LocalHandle) -> None:
+    res = _exec(handle, _sh("cat seed.txt", cwd="repo"))
+    assert res.exit_code == 0
+    assert Path(res.stdout_path).read_text() == "seed\n"
+
+
+def test_exec_reports_a_program_that_cannot_start(handle: LocalHandle) -> None:
+    res = _exec(handle, Invocation(argv=("/no/such/agent-binary",)))
+    assert res.exit_code is None
+    assert res.spawn_error is not None and "/no/such/agent-binary" in res.spawn_error
+
+
+def test_timeout_kills_double_forked_setsid_grandchildren(handle: LocalHandle) -> None:
+    """The issue's test: a double-forked, setsid'd `sleep` must not outlive the attempt."""
+    if shutil.which("setsid") is None:
+        pytest.skip("needs setsid(1)")
+    a, b, c = _marker(), _marker(), _marker()
+    cmd = (
+        f"(setsid sleep {a} &) ; "  # double fork: the subshell exits, sleep is orphaned
+        f"(setsid sh -c 'sleep {b} & wait' &) ; "  # a new session with its own child
+        f"sleep {c}"  # the main process, still running at the timeout
+    )
+    res = _exec(handle, _sh(cmd), timeout=1)
+    assert res.timed_out and res.exit_code is None
+    assert res.stragglers_killed >= 3
+    for marker in (a, b, c):
+        assert _alive_with(marker) == [], f"sleep {marker} survived its attempt"
+
+
+def test_double_fork_in_python_without_setsid_binary(handle: LocalHandle) -> None:
+    marker = _marker()
+    script = (
+        "import os, time\n"
+        "if os.fork() == 0:\n"
+        "    os.setsid()\n"
+        "    if os.fork() == 0:\n"
+        f"        os.execvp('sleep', ['sleep', '{marker}'])\n"
+        "    os._exit(0)\n"
+        "time.sleep(1000)\n"
+    )
+    res = _exec(handle, Invocation(argv=(sys.executable, "-c", script)), timeout=1)
+    assert res.timed_out
+    assert _alive_with(marker) == []
+
+
+def test_daemon_left_by_a_finished_agent_is_killed(handle: LocalHandle) -> None:
+    if shutil.which("setsid") is None:
+        pytest.skip("needs setsid(1)")
+    marker = _marker()
+    res = _exec(handle, _sh(f"(setsid sleep {marker} &); echo started"), timeout=30)
+    assert res.exit_code == 0 and not res.timed_out
+    assert res.stragglers_killed >= 1
+    assert _alive_with(marker) == []
+
+
+def test_sigterm_ignoring_processes_are_killed(handle: LocalHandle) -> None:
+    marker = _marker()
+    res = _exec(handle, _sh(f"trap '' TERM; sleep {marker} & sleep {marker}"), timeout=1)
+    assert res.timed_out
+    assert _alive_with(marker) == []
+
+
+def test_processes_forked_while_being_killed_are_killed_too(handle: LocalHandle) -> None:
+    if shutil.which("setsid") is None:
+        pytest.skip("needs setsid(1)")
+    marker = _marker()
+    # Ignores SIGTERM and keeps spawning new sessions until SIGKILL arrives.
+    cmd = f"trap '' TERM; while :; do (setsid sleep {marker} &); sleep 0.05; done"
+    res = _exec(handle, _sh(cmd), timeout=0.5)
+    assert res.timed_out
+    assert _alive_with(marker) == []
+
+
+def test_logs_are_capped_and_the_cap_is_reported(handle: LocalHandle) -> None:
+    cmd = (
+        f"{sys.executable} -c \"import sys; sys.stdout.write('x' * 300000); "
+        "sys.stderr.write('e' * 10)\""
+    )
+    res = _exec(handle, _sh(cmd), cap=1000)
+    assert res.exit_code == 0
+    assert res.output_truncated
+    out = Path(res.stdout_path).read_bytes()
+    assert out.startswith(b"x" * 1000) and b"x" * 1001 not in out
+    assert b"output truncated at 1000 bytes" in out
+    assert Path(res.stderr_path).read_bytes() == b"e" * 10
+
+
+def test_log_directories_are_created(handle: LocalHandle, tmp_path: Path) -> None:
+    res = handle.exec(
+        _sh("echo hi; echo err >&2"),
+        timeout=30,
+        stdout_path=tmp_path / "new" / "dir" / "out.log",
+        stderr_path=tmp_path / "new" / "dir" / "err.log",
+        log_cap_bytes=1000,
+    )
+    assert res.exit_code == 0
+    assert (tmp_path / "new" / "dir" / "out.log").read_text() == "hi\n"
+    assert (tmp_path / "new" / "dir" / "err.log").read_text() == "err\n"
+
+
+def test_logs_stream_while_the_process_runs(handle: LocalHandle, tmp_path: Path) -> None:
+    """A user can follow agent.stdout.log during the attempt, not only after it."""
+    flag = tmp_path / "seen"
+    log = handle.host_workspace.parent / "agent.stdout.log"
+    # The agent prints, then waits until the test has seen the line in the log file.
+    cmd = f"echo first-line; while [ ! -e {flag} ]; do sleep 0.05; done; echo done"
+    result: list[object] = []
+    t = threading.Thread(target=lambda: result.append(_exec(handle, _sh(cmd), timeout=60)))
+    t.start()
+    try:
+        for _ in range(1200):
+            if log.exists() and b"first-line" in log.read_bytes():
+                break
+            threading.Event().wait(0.05)
+        assert b"first-line" in log.read_bytes()
+    finally:
+        flag.touch()
+        t.join()
+    assert log.read_text() == "first-line\ndone\n"
+
+
+def test_stop_from_another_thread_kills_a_running_exec(handle: LocalHandle) -> None:
+    marker = _marker()
+    results: list[object] = []
+    started = threading.Event()
+
+    def run() -> None:
+        started.set()
+        results.append(_exec(handle, _sh(f"sleep {marker}"), timeout=None))
+
+    t = threading.Thread(target=run)
+    t.start()
+    started.wait()
+    for _ in range(600):
+        if _alive_with(marker):
+            break
+        threading.Event().wait(0.05)
+    handle.stop()
+    t.join(timeout=60)
+    assert not t.is_alive()
+    (res,) = results
+    assert res.spawn_error is not None and "stopped" in res.spawn_error  # type: ignore[attr-defined]
+    assert _alive_with(marker) == []
+    handle.stop()  # idempotent
+    after = _exec(handle, _sh("echo should-not-run"))
+    assert after.spawn_error is not None and after.exit_code is None
+    assert (
+        not Path(after.stdout_path).exists()
+        or "should-not-run" not in Path(after.stdout_path).read_text()
+    )
+
+
+def test_copy_in_and_copy_out(handle: LocalHandle, tmp_path: Path) -> None:
+    src = tmp_path / "hidden_tests"
+    (src / "sub").mkdir(parents=True)
+    (src / "sub" / "test_x.py").write_text("assert True\n")
+    handle.copy_in(src, "repo/tests")
+    assert (handle.host_workspace / "repo/tests/sub/test_x.py").read_text() == "assert True\n"
+    one = tmp_path / "one.txt"
+    one.write_text("1")
+    absolute = tmp_path / "elsewhere" / "one.txt"
+    handle.copy_in(one, str(absolute))  # on local an absolute env path is a host path
+    assert absolute.read_text() == "1"
+
+    out = tmp_path / "out"
+    assert handle.copy_out("repo", out / "repo")
+    assert (out / "repo" / "seed.txt").read_text() == "seed\n"
+    assert (out / "repo" / "tests" / "sub" / "test_x.py").exists()
+    assert handle.copy_out("repo/seed.txt", out / "seed.txt")
+    assert (out / "seed.txt").read_text() == "seed\n"
+    assert handle.copy_out("repo/missing.txt", out / "missing.txt") is False
+    assert not (out / "missing.txt").exists()
+    with pytest.raises(EnvironmentFailure, match="does not exist"):
+        handle.copy_in(tmp_path / "absent", "repo/x")
+
+
+def test_copy_out_keeps_symlinks_as_links(handle: LocalHandle, tmp_path: Path) -> None:
+    secret = tmp_path / "secret.txt"
+    secret.write_text("host secret")
+    (handle.host_workspace / "repo" / "link").symlink_to(secret)
+    out = tmp_path / "out"
+    assert handle.copy_out("repo", out)
+    assert (out / "link").is_symlink()
+    assert handle.copy_out("repo/link", tmp_path / "single")
+    assert (tmp_path / "single").is_symlink()
+
+
+def test_scrubbed_env_reaches_the_process_and_nothing_else(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-not-for-this-agent")
+    monkeypatch.setenv("MY_TOKEN", "passed")
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    base = scrubbed_env(required=(), optional=(), passthrough=("MY_TOKEN",))
+    ctx = AttemptContext("r", TaskSpec(id="t"), 1, tmp_path, workspace, base)
+    h = LocalEnvironment().start(ctx)
+    res = _exec(h, Invocation(argv=("env",)))
+    env = dict(
+        line.split("=", 1) for line in Path(res.stdout_path).read_text().splitlines() if "=" in line
+    )
+    assert "OPENAI_API_KEY" not in env
+    assert env["MY_TOKEN"] == "passed"
+    assert set(env) - {TAG_VAR} <= set(base)
+
+
+def test_nested_runs_keep_the_outer_tag(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A KSI run started by an agent stays findable (and killable) by the outer run."""
+    monkeypatch.setenv(TAG_VAR, "outertag")
+    res = run_process(
+        ["/bin/sh", "-c", f'echo "${TAG_VAR}"'],
+        cwd=tmp_path,
+        env={"PATH": os.environ["PATH"]},
+        timeout=30,
+        stdout_path=tmp_path / "o",
+        stderr_path=None,
+        tag="innertag",
+    )
+    assert res.exit_code == 0
+    assert (tmp_path / "o").read_text().strip() == "outertag,innertag"
+
+
+def test_local_is_registered_and_says_it_does_not_isolate() -> None:
+    reg = registry("environment").get("LOCAL")
+    assert reg.obj is LocalEnvironment
+    assert "no isolation" in LocalEnvironment.description.lower()
+    env = LocalEnvironment()
+    env.prepare([TaskSpec(id="t")])
+    assert env.cleanup(None) == 0
+    assert env.cleanup("some-run") == 0
