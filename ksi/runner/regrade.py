@@ -87,4 +87,5 @@ def _regrade_one(
         eval=result.as_dict(),
         timings=attrs.evolve(rec.timings, eval=result.duration_sec) if rec.timings else Timings(),
         regraded_at=dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds"),
+        retryable=rec.retryable and status != "scored",  # a scored attempt is never retried
     )
