@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 import signal
 import subprocess
 import threading
@@ -50,9 +51,94 @@ def new_tag() -> str:
     return uuid.uuid4().hex
 
 
-def _tags_of(environ: bytes) -> set[str]:
+# -- knowing cheaply that nothing was left behind ----------------------------------
+#
+# Scanning /proc for tagged processes costs a read per process on the machine,
+# twice per attempt. KSI makes itself a child subreaper instead: when a process
+# of an attempt exits, whatever it left running is re-parented to KSI, not to
+# init. So once an attempt's main process is reaped, something of its tree is
+# still alive only if KSI has a child that is neither a main process it is
+# waiting for, nor one in KSI's own session (every process run_process starts
+# is in a session of its own, and no process can join KSI's). Only then is the
+# full scan needed. Orphans that die become zombie children of KSI and are
+# reaped here, never a child some other code waits for.
+
+_PR_SET_CHILD_SUBREAPER = 36
+_MAINS: set[int] = set()
+_MAINS_LOCK = threading.Lock()
+_SUBREAPER: bool | None = None
+
+
+def _become_subreaper() -> bool:
+    global _SUBREAPER
+    if _SUBREAPER is None:
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            _SUBREAPER = libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0 and os.path.exists(
+                f"/proc/self/task/{threading.get_native_id()}/children"
+            )
+        except (OSError, AttributeError):
+            _SUBREAPER = False
+    return _SUBREAPER
+
+
+def _own_children() -> set[int]:
+    pids: set[int] = set()
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        return pids
+    for tid in tasks:
+        try:
+            with open(f"/proc/self/task/{tid}/children", "rb") as fh:
+                pids.update(int(p) for p in fh.read().split())
+        except (OSError, ValueError):
+            continue
+    return pids
+
+
+def _foreign_orphans() -> list[int]:
+    """Children of KSI left by attempts (reaping those that already died)."""
+    my_sid = os.getsid(0)
+    with _MAINS_LOCK:
+        mains = set(_MAINS)
+    orphans = []
+    for pid in _own_children() - mains:
+        try:
+            if os.getsid(pid) == my_sid:
+                continue  # started by other code in KSI's session (docker CLI...), not ours
+        except OSError:
+            continue
+        st = _stat(str(pid))
+        if st is None:
+            continue
+        if st[0] in ("Z", "X"):
+            with contextlib.suppress(ChildProcessError, OSError):
+                os.waitpid(pid, os.WNOHANG)
+            continue
+        orphans.append(pid)
+    return orphans
+
+
+def _tree_is_gone(pgid: int) -> bool:
+    """True when it is certain that nothing of ``pgid``'s tree survives (main reaped)."""
+    if not _SUBREAPER:
+        return False
+    try:
+        os.killpg(pgid, 0)
+        return False  # something (maybe a zombie) is still in the group: check properly
+    except ProcessLookupError:
+        pass
+    except PermissionError:
+        return False
+    return not _foreign_orphans()
+
+
+def _tags_of(environ: bytes, var: str = TAG_VAR) -> set[str]:
     """The tags in a raw ``/proc/<pid>/environ`` (``KSI_PROC_TAG=a,b``: nested KSI runs)."""
-    prefix = TAG_VAR.encode() + b"="
+    prefix = var.encode() + b"="
     for entry in environ.split(b"\0"):
         if entry.startswith(prefix):
             return set(entry[len(prefix) :].decode(errors="replace").split(","))
@@ -74,7 +160,7 @@ def _stat(pid: str) -> tuple[str, int] | None:
         return None
 
 
-def _live_pids(tag: str, pgid: int | None = None) -> list[int]:
+def _live_pids(tag: str, pgid: int | None = None, var: str = TAG_VAR) -> list[int]:
     """Live (non-zombie) processes carrying ``tag`` or belonging to process group ``pgid``."""
     me = os.getpid()
     found = []
@@ -96,7 +182,7 @@ def _live_pids(tag: str, pgid: int | None = None) -> list[int]:
                 data = fh.read()
         except OSError:
             continue
-        if tag in _tags_of(data):
+        if tag in _tags_of(data, var):
             found.append(int(entry))
     return found
 
@@ -106,12 +192,12 @@ def tagged_pids(tag: str) -> list[int]:
     return _live_pids(tag)
 
 
-def _signal_all(pgid: int | None, tag: str, sig: int) -> list[int]:
+def _signal_all(pgid: int | None, tag: str, sig: int, var: str = TAG_VAR) -> list[int]:
     """Signal the group and every tagged process; return the pids found alive.
 
     The scan comes first so that processes the group signal kills are counted too.
     """
-    pids = _live_pids(tag, pgid)
+    pids = _live_pids(tag, pgid, var)
     if pgid is not None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pgid, sig)
@@ -127,6 +213,7 @@ def kill_tree(
     grace: float = KILL_GRACE_SEC,
     reap: Callable[[], object] | None = None,
     exclude: int | None = None,
+    tag_var: str = TAG_VAR,
 ) -> int:
     """SIGTERM the group and tagged processes; after ``grace``, SIGKILL until none is left.
 
@@ -135,19 +222,19 @@ def kill_tree(
     so that a zombie group leader does not look alive. SIGKILL is repeated
     because a process may fork between one scan of ``/proc`` and the next.
     """
-    seen = set(_signal_all(pgid, tag, signal.SIGTERM))
+    seen = set(_signal_all(pgid, tag, signal.SIGTERM, tag_var))
     if seen:
         deadline = time.monotonic() + grace
         while time.monotonic() < deadline:
             if reap is not None:
                 reap()
-            alive = _live_pids(tag, pgid)
+            alive = _live_pids(tag, pgid, tag_var)
             seen.update(alive)
             if not alive:
                 break
             time.sleep(0.05)
         for _ in range(200):
-            alive = _signal_all(pgid, tag, signal.SIGKILL)
+            alive = _signal_all(pgid, tag, signal.SIGKILL, tag_var)
             seen.update(alive)
             if reap is not None:
                 reap()
@@ -220,7 +307,39 @@ def _open_log(path: Path | None) -> IO[bytes] | None:
 def _wait(
     proc: subprocess.Popen[bytes], timeout: float | None, cancel: threading.Event | None
 ) -> str:
-    """Wait for ``proc``: ``"exited"``, ``"timeout"`` or ``"cancelled"``."""
+    """Wait for ``proc``: ``"exited"``, ``"timeout"`` or ``"cancelled"``.
+
+    With a pidfd the wait wakes the moment the process exits; ``Popen.wait``
+    with a timeout polls with sleeps of up to 50 ms, which is most of the
+    cost of a short process.
+    """
+    try:
+        pidfd = os.pidfd_open(proc.pid)
+    except (AttributeError, OSError):
+        return _wait_polling(proc, timeout, cancel)
+    try:
+        poller = select.poll()
+        poller.register(pidfd, select.POLLIN)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            if cancel is not None and cancel.is_set():
+                return "cancelled"
+            step = _POLL_SEC if cancel is not None else None
+            if deadline is not None:
+                left = max(0.0, deadline - time.monotonic())
+                step = left if step is None else min(step, left)
+            if poller.poll(None if step is None else step * 1000):
+                proc.wait()
+                return "exited"
+            if deadline is not None and time.monotonic() >= deadline:
+                return "timeout"
+    finally:
+        os.close(pidfd)
+
+
+def _wait_polling(
+    proc: subprocess.Popen[bytes], timeout: float | None, cancel: threading.Event | None
+) -> str:
     if cancel is None:
         try:
             proc.wait(timeout=timeout)
@@ -266,20 +385,23 @@ def run_process(
     started = time.monotonic()
     if cancel is not None and cancel.is_set():
         return ProcResult(None, 0.0, spawn_error="cancelled before start", cancelled=True)
+    _become_subreaper()
     logs: list[IO[bytes] | None] = []
     try:
         logs.append(_open_log(stdout_path))
         logs.append(_open_log(stderr_path))
-        proc = subprocess.Popen(
-            list(argv),
-            cwd=cwd,
-            env=full_env,
-            stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-            close_fds=True,
-        )
+        with _MAINS_LOCK:  # registered before any other thread can look for orphans
+            proc = subprocess.Popen(
+                list(argv),
+                cwd=cwd,
+                env=full_env,
+                stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+                close_fds=True,
+            )
+            _MAINS.add(proc.pid)
     except OSError as exc:
         for log in logs:
             if log is not None:
@@ -304,9 +426,15 @@ def run_process(
     except BaseException:
         kill_tree(pgid, tag, reap=proc.poll)
         proc.wait()
+        _forget_main(proc.pid)
         raise
-    stragglers = kill_tree(pgid, tag, reap=proc.poll, exclude=proc.pid)
+    if how == "exited" and _tree_is_gone(pgid):
+        stragglers = 0
+    else:
+        stragglers = kill_tree(pgid, tag, reap=proc.poll, exclude=proc.pid)
+        _foreign_orphans()  # reap the stragglers just killed, now zombie children of KSI
     proc.wait()
+    _forget_main(proc.pid)
     for c in copiers:
         c.join(timeout=5)
     return ProcResult(
@@ -317,6 +445,11 @@ def run_process(
         stragglers_killed=stragglers,
         cancelled=how == "cancelled",
     )
+
+
+def _forget_main(pid: int) -> None:
+    with _MAINS_LOCK:
+        _MAINS.discard(pid)
 
 
 def read_tail(path: Path | str, limit: int = 4096) -> str:

@@ -32,8 +32,12 @@ def dumps_line(obj: Any) -> str:
     return json.dumps(to_data(obj), ensure_ascii=False, separators=(",", ":"))
 
 
-def write_json_atomic(path: Path, data: Any) -> None:
-    """Write JSON so a reader sees either the old file or the new one, never half of one."""
+def write_json_atomic(path: Path, data: Any, *, durable: bool = True) -> None:
+    """Write JSON so a reader sees either the old file or the new one, never half of one.
+
+    ``durable=False`` skips the fsync, for copies of data whose durable home
+    is elsewhere (an attempt's ``record.json`` duplicates its journal line).
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
@@ -41,7 +45,8 @@ def write_json_atomic(path: Path, data: Any) -> None:
             json.dump(data, fh, indent=2, ensure_ascii=False, default=str)
             fh.write("\n")
             fh.flush()
-            os.fsync(fh.fileno())
+            if durable:
+                os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -46,7 +46,6 @@ class LocalHandle:
     _cancel: threading.Event = attrs.field(factory=threading.Event, init=False)
     _lock: threading.Condition = attrs.field(factory=threading.Condition, init=False)
     _running: set[str] = attrs.field(factory=set, init=False)
-    _tags: list[str] = attrs.field(factory=list, init=False)
 
     def exec(
         self,
@@ -69,7 +68,6 @@ class LocalHandle:
                     stderr_path=str(stderr_path),
                 )
             self._running.add(tag)
-            self._tags.append(tag)
         try:
             proc = run_process(
                 invocation.argv,
@@ -138,8 +136,10 @@ class LocalHandle:
         with self._lock:
             self._cancel.set()
             self._lock.wait_for(lambda: not self._running, timeout=_STOP_WAIT_SEC)
-            tags = list(self._tags)
-        for tag in tags:
+            # An exec that returned has already killed its whole tree; only one
+            # still stuck after the wait needs killing from here.
+            stuck = list(self._running)
+        for tag in stuck:
             kill_tree(None, tag)
 
 
@@ -172,8 +172,16 @@ class LocalEnvironment:
         )
 
     def cleanup(self, run_id: str | None) -> int:
-        """Nothing outlives an attempt on local, so nothing is left to remove."""
-        return 0
+        """Kill processes left by a killed ``ksi run`` of ``run_id``; return how many.
+
+        An attempt's processes carry ``KSI_RUN_ID`` in their environment; when
+        ``ksi run`` itself is killed (``kill -9``) they live on, and a resume
+        or ``ksi cleanup`` ends them. With ``run_id=None`` nothing is done:
+        processes of runs still going are not leftovers.
+        """
+        if run_id is None:
+            return 0
+        return kill_tree(None, run_id, tag_var="KSI_RUN_ID")
 
 
 @hookimpl(trylast=True)

@@ -501,7 +501,7 @@ class Runner:
                     handle.stop()
                 with self._active_lock:
                     self._active.pop(id(handle), None)
-        write_json_atomic(attempt_dir / "record.json", to_data(record))
+        write_json_atomic(attempt_dir / "record.json", to_data(record), durable=False)
         return record
 
     def _grade_on_host(
