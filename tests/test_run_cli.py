@@ -179,3 +179,25 @@ def test_check_lists_broken_tasks(tmp_path: Path) -> None:
     assert "BROKEN free: passes with no work" in result.stdout
     assert "good" not in result.stdout.split("BROKEN")[-1].split("\n")[0]
     assert "1/3 tasks OK, 2 broken" in result.stdout
+
+
+def test_report_json_honours_the_threshold(tmp_path: Path) -> None:
+    tasks = write_tasks(
+        tmp_path / "t.jsonl",
+        [
+            {
+                "task_id": "half",
+                "prompt": "p",
+                "eval": {"command": "echo '{\"score\": 0.5}' > score.json"},
+            },
+        ],
+    )
+    assert (
+        ksi("run", str(tasks), "--agent", "nop", "--run-dir", str(tmp_path / "r")).returncode == 0
+    )
+    strict = json.loads(ksi("report", str(tmp_path / "r"), "--json").stdout)
+    lenient = json.loads(
+        ksi("report", str(tmp_path / "r"), "--json", "--solved-threshold", "0.5").stdout
+    )
+    assert strict["summary"]["solved_tasks"] == 0
+    assert lenient["summary"]["solved_tasks"] == 1

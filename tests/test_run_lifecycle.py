@@ -277,3 +277,37 @@ def test_output_json_report(tmp_path: Path) -> None:
     (attempt,) = report["attempts"]
     assert attempt["task_id"] == "hello" and attempt["score"] == 1.0
     assert attempt["eval"]["status"] == "scored"
+
+
+def test_max_cost_holds_across_a_resume(tmp_path: Path) -> None:
+    tasks = write_tasks(
+        tmp_path / "tasks.jsonl", [dict(HELLO_TASK, task_id=f"t{i}") for i in range(6)]
+    )
+    opts: dict[str, Any] = {
+        "agent": _CostlyAgent(),
+        "run_dir": tmp_path / "run",
+        "concurrency": 1,
+        "max_cost_usd": 2.5,
+    }
+    ksi.run(tasks, **opts)
+    again = ksi.run(tasks, **opts)
+    assert again.n_attempts == 3, "a run already at its budget launches nothing on resume"
+    assert "max_cost" in again.stopped_reason
+
+
+def test_regrade_neither_doubles_spend_nor_reopens_retries(tmp_path: Path) -> None:
+    from ksi.runner.regrade import regrade_run
+
+    flag = tmp_path / "flag"
+    task = dict(HELLO_TASK, eval={"command": f"test -f {flag} || sleep 5", "timeout_sec": 1})
+    tasks = write_tasks(tmp_path / "tasks.jsonl", [task])
+    first = ksi.run(tasks, agent=_CostlyAgent(), run_dir=tmp_path / "run")
+    assert first.unscored_attempts == 1 and first.total_cost_usd == pytest.approx(1.0)
+    flag.touch()
+    regraded = regrade_run(tmp_path / "run")
+    assert regraded.tasks[0].best_score == 1.0
+    assert regraded.total_cost_usd == pytest.approx(1.0)
+    assert regraded.input_tokens == 100
+    again = ksi.run(tasks, agent=_CostlyAgent(), run_dir=tmp_path / "run", retries=1)
+    assert len(journal_lines(tmp_path / "run")) == 2, "a regraded, scored attempt is not retried"
+    assert again.total_cost_usd == pytest.approx(1.0)

@@ -232,3 +232,24 @@ def test_resume_flag_reuses_the_stored_configuration(tmp_path: Path) -> None:
     assert again.returncode == 0, again.stderr
     assert len(journal_lines(run_dir)) == 3
     assert "solved: 3/3" in again.stdout
+
+
+def test_kill_9_leftover_agents_are_ended_by_cleanup_and_resume(tmp_path: Path) -> None:
+    tasks = _tasks(tmp_path, 2)
+    run_dir = tmp_path / "run"
+    marker = f"ksi-leftover-{os.getpid()}"
+    cmd = f"sleep 1000 # {marker}"
+    proc = _start_run(tasks, run_dir, cmd, "--concurrency", "2", "--timeout", "3000")
+    deadline = time.monotonic() + 30
+    while len(pids_with_marker(marker)) < 2:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert len(pids_with_marker(marker)) == 2, "kill -9 leaves the agents running"
+    cleaned = ksi_cli("cleanup", str(run_dir))
+    assert cleaned.returncode == 0, cleaned.stderr
+    deadline = time.monotonic() + 10
+    while pids_with_marker(marker) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert pids_with_marker(marker) == []

@@ -197,7 +197,7 @@ def report_command(
 ) -> None:
     """Print a run's summary again, from its journal alone."""
     if as_json:
-        echo_json(build_report(run_dir))
+        echo_json(build_report(run_dir, solved_threshold=solved_threshold))
         return
     print_summary(summarize_run(run_dir, solved_threshold=solved_threshold), rich_output=is_tty())
 

@@ -34,7 +34,7 @@ from ksi.runner.capture import capture_repo, remove_tree
 from ksi.runner.components import component_name, resolve
 from ksi.runner.config import RunConfig, resume_mismatches, task_set_fingerprint
 from ksi.runner.diff import write_diff
-from ksi.runner.journal import Journal, latest_by_attempt, read_records
+from ksi.runner.journal import Journal, latest_by_attempt, read_records, spending_records
 from ksi.runner.layout import RunLayout
 from ksi.runner.models import AttemptRecord, RunInfo, RunSummary, Timings
 from ksi.runner.progress import NullProgress, Progress
@@ -242,7 +242,9 @@ class Runner:
         self.run_id: str = stored["run_id"]
         self.journal = Journal(self.layout.journal)
         records = read_records(self.layout.journal)
-        self._spent_usd = sum(float(r.usage.get("cost_usd") or 0.0) for r in records)
+        self._spent_usd = sum(
+            float(r.usage.get("cost_usd") or 0.0) for r in spending_records(records)
+        )
         plan = self._plan(tasks, records)
         self.info = RunInfo(
             run_id=self.run_id,
@@ -258,6 +260,8 @@ class Runner:
             self.environment.prepare(tasks)
             self._observe("ksi_run_started", run=self.info)
             self.progress.start(total, total - len(plan))
+            if self._over_budget():
+                plan = []  # resumed at or past --max-cost: launch nothing
             self._execute(plan)
         except KeyboardInterrupt:
             self._interrupted = True
@@ -340,15 +344,24 @@ class Runner:
         self.progress.attempt_finished(record, solved)
         self._observe("ksi_attempt_finished", run=self.info, record=record)
         cost = record.usage.get("cost_usd")
-        if self.config.max_cost_usd is not None and isinstance(cost, (int, float)):
+        if isinstance(cost, (int, float)):
             with self._spend_lock:
                 self._spent_usd += float(cost)
-                if self._spent_usd >= self.config.max_cost_usd and not self._stop.is_set():
-                    self._stop_reason = (
-                        f"max_cost: reported spend ${self._spent_usd:.4f} reached "
-                        f"--max-cost ${self.config.max_cost_usd:.4f}; no new attempts launched"
-                    )
-                    self._stop.set()
+            self._over_budget()
+
+    def _over_budget(self) -> bool:
+        """Stop launching attempts once the reported spend reaches ``--max-cost``."""
+        limit = self.config.max_cost_usd
+        with self._spend_lock:
+            if limit is None or self._spent_usd < limit:
+                return False
+            if not self._stop.is_set():
+                self._stop_reason = (
+                    f"max_cost: reported spend ${self._spent_usd:.4f} reached "
+                    f"--max-cost ${limit:.4f}; no new attempts launched"
+                )
+                self._stop.set()
+            return True
 
     def _observe(self, hook: str, **kwargs: Any) -> None:
         self.observer_errors.extend(get_plugins().call_observers(hook, **kwargs))

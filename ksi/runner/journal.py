@@ -47,6 +47,15 @@ def latest_by_attempt(records: list[AttemptRecord]) -> dict[tuple[str, int], Att
     return latest
 
 
+def spending_records(records: list[AttemptRecord]) -> list[AttemptRecord]:
+    """The records of attempts that ran (every try spent tokens); regrades spent nothing.
+
+    A regrade copies the attempt's usage into its new record, so counting
+    it again would double the tokens and the cost.
+    """
+    return [r for r in records if not r.regraded_at]
+
+
 class Journal:
     """Appends records durably; safe to call from many attempt threads."""
 

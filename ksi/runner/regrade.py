@@ -47,7 +47,10 @@ def regrade_run(
     source = get_task_source(config.get("task_source", "custom"))
     tasks = {t.id: t for t in source.load(Path(tasks_path))}
     name = evaluator or config.get("evaluator") or source.default_evaluator
-    grader, _ = resolve("evaluator", name, evaluator_options or config.get("evaluator_options"))
+    # The run's evaluator options belong to the run's evaluator, not to another one.
+    same = evaluator is None or evaluator == config.get("evaluator")
+    stored_options = config.get("evaluator_options") if same else None
+    grader, _ = resolve("evaluator", name, evaluator_options or stored_options)
     if getattr(grader, "grades_in", "host") != "host":
         raise UserInputError(
             f"evaluator {component_name(grader)!r} grades inside the attempt's environment, "

@@ -16,10 +16,10 @@ from ksi.runner.layout import RunLayout
 from ksi.serialization import to_data
 
 
-def build_report(run_dir: Path) -> dict[str, Any]:
+def build_report(run_dir: Path, *, solved_threshold: float | None = None) -> dict[str, Any]:
     layout = RunLayout(Path(run_dir).resolve())
+    summary = summarize_run(layout.root, solved_threshold=solved_threshold)
     stored = json.loads(layout.run_json.read_text())
-    summary = summarize_run(layout.root)
     data = to_data(summary)
     records = data.pop("records")
     return {

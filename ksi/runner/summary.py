@@ -14,7 +14,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from math import comb
 
-from ksi.runner.journal import latest_by_attempt
+from ksi.runner.journal import latest_by_attempt, spending_records
 from ksi.runner.models import AttemptRecord, RunSummary, TaskSummary
 
 
@@ -50,8 +50,9 @@ def summarize(
     by_task: dict[str, list[AttemptRecord]] = defaultdict(list)
     for (task_id, _), rec in sorted(latest.items(), key=lambda kv: kv[0][1]):
         by_task[task_id].append(rec)
+    spent = spending_records(all_records)
     spend: dict[str, list[AttemptRecord]] = defaultdict(list)
-    for rec in all_records:  # every try spent money, retried or not
+    for rec in spent:  # every try spent money, retried or not
         spend[rec.task_id].append(rec)
 
     ks = pass_k_values(attempts_per_task) if attempts_per_task > 1 else []
@@ -98,7 +99,7 @@ def summarize(
     total_cost = sum(known) if known else None
 
     def usage_total(key: str) -> int:
-        return sum(int(r.usage.get(key) or 0) for r in all_records)
+        return sum(int(r.usage.get(key) or 0) for r in spent)
 
     return RunSummary(
         run_id=run_id,
