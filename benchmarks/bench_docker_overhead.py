@@ -1,12 +1,14 @@
 """Per-attempt overhead of KSI's ``docker`` environment against a bare ``docker run --rm``.
 
-One KSI attempt costs ``start`` (``docker run -d``) + ``exec true`` (``docker
-exec``) + ``stop`` (``docker rm -f``); the baseline is ``docker run --rm IMAGE
+One KSI attempt costs ``start`` (create + start, through the Engine API socket
+when it is the CLI's daemon, else ``docker run -d``) + ``exec true`` (``docker
+exec``) + ``stop`` (remove with force); the baseline is ``docker run --rm IMAGE
 true``, the least any container-per-attempt design can pay. Both loops run in
 the same process, interleaved, so engine warm-up and machine load hit both
 alike. Target: ratio <= 1.3.
 
     python benchmarks/bench_docker_overhead.py [--iterations 20] [--image ksi-test/busybox]
+    KSI_DOCKER_API=0 python benchmarks/bench_docker_overhead.py   # the CLI-only path (podman's)
 
 Needs a running Docker engine and the image (``.ci/build-test-images.sh``).
 """
@@ -74,7 +76,8 @@ def main() -> None:
             bare.append(bare_run(binary, args.image))
             ksi.append(ksi_attempt(env, task, Path(tmp), n))
     b, k = statistics.median(bare), statistics.median(ksi)
-    print(f"iterations: {args.iterations}, image: {args.image}, engine: {binary}")
+    api = "Engine API socket" if env._engine_api() is not None else "CLI only"
+    print(f"iterations: {args.iterations}, image: {args.image}, engine: {binary} ({api})")
     for label, xs in (("bare `docker run --rm IMAGE true`", bare), ("ksi start+exec+stop", ksi)):
         med, mean = statistics.median(xs) * 1000, statistics.mean(xs) * 1000
         print(f"{label:36s} median {med:5.0f} ms  mean {mean:5.0f} ms")

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -103,17 +104,31 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=500)
     parser.add_argument("--concurrency", type=int, default=2)
     parser.add_argument("--memory-tasks", type=int, default=0)
+    parser.add_argument(
+        "--repeat", type=int, default=3, help="interleaved rounds; medians are reported"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="ksi-bench-") as tmp_s:
         tmp = Path(tmp_s)
-        harness = time_harness(tmp, args.tasks, args.concurrency)
-        ksi_time, peak = time_ksi(tmp, args.tasks, args.concurrency, "run")
-        print(f"tasks={args.tasks} concurrency={args.concurrency}")
+        harness_times, ksi_times, ratios = [], [], []
+        peak = 0.0
+        for i in range(args.repeat):
+            round_dir = tmp / f"round{i}"
+            round_dir.mkdir()
+            h = time_harness(round_dir, args.tasks, args.concurrency)
+            k, peak = time_ksi(round_dir, args.tasks, args.concurrency, "run")
+            harness_times.append(h)
+            ksi_times.append(k)
+            ratios.append(k / h)
+            print(f"round {i + 1}: harness {h:.2f}s  ksi {k:.2f}s  ratio {k / h:.2f}x")
+        harness = statistics.median(harness_times)
+        ksi_time = statistics.median(ksi_times)
+        print(f"tasks={args.tasks} concurrency={args.concurrency} (medians of {args.repeat})")
         print(f"minimal shell harness: {harness:.2f}s ({harness / args.tasks * 1000:.1f} ms/task)")
         print(
             f"ksi run:               {ksi_time:.2f}s ({ksi_time / args.tasks * 1000:.1f} ms/task)"
         )
-        print(f"ratio ksi/harness:     {ksi_time / harness:.2f}x (target <= 1.5x)")
+        print(f"ratio ksi/harness:     {statistics.median(ratios):.2f}x (target <= 1.5x)")
         print(f"ksi peak RSS:          {peak:.0f} MB")
         if args.memory_tasks:
             t, peak = time_ksi(tmp, args.memory_tasks, args.concurrency, "big")

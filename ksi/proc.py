@@ -32,6 +32,8 @@ KILL_GRACE_SEC = 2.0
 #: How often a waiting process is checked for cancellation, in seconds.
 _POLL_SEC = 0.1
 _CHUNK = 64 * 1024
+#: Linux's minimum pipe capacity (one page); smaller stdin is written without a thread.
+_PIPE_SAFE_BYTES = 4096
 
 
 @attrs.frozen
@@ -77,7 +79,7 @@ def _become_subreaper() -> bool:
 
             libc = ctypes.CDLL(None, use_errno=True)
             _SUBREAPER = libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0 and os.path.exists(
-                f"/proc/self/task/{threading.get_native_id()}/children"
+                f"/proc/self/task/{os.getpid()}/children"
             )
         except (OSError, AttributeError):
             _SUBREAPER = False
@@ -85,18 +87,16 @@ def _become_subreaper() -> bool:
 
 
 def _own_children() -> set[int]:
-    pids: set[int] = set()
+    """Children of KSI's main thread: where the kernel re-parents orphans of a subreaper.
+
+    (Processes a worker thread spawns are that thread's children, but those
+    are mains, registered and excluded anyway.)
+    """
     try:
-        tasks = os.listdir("/proc/self/task")
-    except OSError:
-        return pids
-    for tid in tasks:
-        try:
-            with open(f"/proc/self/task/{tid}/children", "rb") as fh:
-                pids.update(int(p) for p in fh.read().split())
-        except (OSError, ValueError):
-            continue
-    return pids
+        with open(f"/proc/self/task/{os.getpid()}/children", "rb") as fh:
+            return {int(p) for p in fh.read().split()}
+    except (OSError, ValueError):
+        return set()
 
 
 def _foreign_orphans() -> list[int]:
@@ -420,7 +420,10 @@ def run_process(
     if stdin is not None:
         assert proc.stdin is not None
         data = stdin.encode() if isinstance(stdin, str) else stdin
-        threading.Thread(target=_feed, args=(proc.stdin, data), daemon=True).start()
+        if len(data) <= _PIPE_SAFE_BYTES:
+            _feed(proc.stdin, data)  # fits in the pipe buffer: cannot block
+        else:
+            threading.Thread(target=_feed, args=(proc.stdin, data), daemon=True).start()
     try:
         how = _wait(proc, timeout, cancel)
     except BaseException:

@@ -22,6 +22,7 @@ CLI works: ``docker_binary=podman`` or ``KSI_DOCKER_BINARY=podman``.
 from __future__ import annotations
 
 import hashlib
+import http.client
 import io
 import os
 import posixpath
@@ -37,6 +38,7 @@ from typing import Any, ClassVar
 
 import attrs
 
+from ksi.environments.engine_api import EngineAPI, EngineAPIError, engine_api_for, memory_bytes
 from ksi.environments.images import (
     build_task_image,
     check_daemon,
@@ -47,11 +49,11 @@ from ksi.environments.images import (
     resolve_binary,
     task_image_source,
 )
-from ksi.errors import EnvironmentFailure
+from ksi.errors import EnvironmentFailure, UserInputError
 from ksi.hookspecs import hookimpl
 from ksi.interfaces import AttemptContext, ExecResult, Invocation
 from ksi.models import TaskSpec
-from ksi.proc import TAG_VAR, ProcResult, kill_tree, new_tag, run_process
+from ksi.proc import TAG_VAR, ProcResult, kill_tree, new_tag, read_tail, run_process
 
 #: Label naming the run a container belongs to (``ksi cleanup`` selects on it).
 LABEL_RUN = "ksi.run"
@@ -99,7 +101,15 @@ n=0
   fi
 done
 """
-EXEC_WRAPPER = '"$@"\nrc=$?\nt=$KSI_PROC_TAG\n' + _SWEEP + "exit $rc\n"
+#: First line of stderr when the program of an exec is not in the container (exit 127).
+NOT_FOUND_MARK = "ksi-exec: cannot run "
+_CHECK = (
+    'command -v "$1" >/dev/null 2>&1 || '
+    '{ echo "' + NOT_FOUND_MARK + '$1: not found in the container" >&2; exit 127; }\n'
+)
+EXEC_WRAPPER = _CHECK + '"$@"\nrc=$?\nt=$KSI_PROC_TAG\n' + _SWEEP + "exit $rc\n"
+#: What the engine prints when it cannot start the exec at all (no shell, no working directory).
+_ENGINE_EXEC_FAILURES = ("OCI runtime exec failed", "executable file not found", "chdir to cwd")
 SWEEP_SCRIPT = "t=$1\n" + _SWEEP + 'echo "$n"\n'
 
 _NAME_BAD = re.compile(r"[^a-zA-Z0-9_.-]+")
@@ -150,11 +160,15 @@ def hardening_args(
     cpus: float | None,
     memory: str | None,
     init: bool,
+    capabilities: str = "none",
 ) -> list[str]:
-    """The flags every KSI container gets: no capabilities, no privilege gain, bounded pids."""
-    args = [
-        "--cap-drop",
-        "ALL",
+    """The flags every KSI container gets: no capabilities, no privilege gain, bounded pids.
+
+    ``capabilities="default"`` keeps the engine's default capability set instead
+    (tasks that install packages as root, e.g. Harbor's ``apt-get`` in test.sh).
+    """
+    args = [] if capabilities == "default" else ["--cap-drop", "ALL"]
+    args += [
         "--security-opt",
         "no-new-privileges",
         "--pids-limit",
@@ -169,6 +183,67 @@ def hardening_args(
     if memory:
         args += ["--memory", memory]
     return args
+
+
+CAPABILITY_SETS = ("none", "default")
+
+
+@attrs.frozen
+class ContainerSettings:
+    """The resources and identity of one task's containers: run options, task metadata wins."""
+
+    cpus: float | None
+    memory: str | None
+    user: str
+    capabilities: str
+
+
+def _metadata_problem(task: TaskSpec, key: str, value: Any, want: str) -> UserInputError:
+    return UserInputError(
+        f"task {task.id!r}: metadata {key} must be {want}, got {value!r}; fix the task "
+        f"(or leave {key} out to use the run's option)"
+    )
+
+
+def container_settings(
+    task: TaskSpec,
+    *,
+    cpus: float | None,
+    memory: str | None,
+    user: str,
+    capabilities: str,
+) -> ContainerSettings:
+    """The settings for ``task``: its ``cpus``, ``memory_mb``, ``docker_user`` and
+    ``docker_capabilities`` metadata override the run's options when present (not None).
+
+    Task sources set these for tasks that need them (Harbor's ``[environment]``
+    resources; its tasks run as the image's user), so such a run needs no
+    extra options. A bad value is the task's fault and says which key to fix.
+    """
+    meta = task.metadata
+    raw = meta.get("cpus")
+    if raw is not None:
+        if isinstance(raw, bool) or not isinstance(raw, int | float) or not raw > 0:
+            raise _metadata_problem(task, "cpus", raw, "a number of CPUs > 0 (e.g. 2 or 0.5)")
+        cpus = float(raw)
+    raw = meta.get("memory_mb")
+    if raw is not None:
+        if isinstance(raw, bool) or not isinstance(raw, int | float) or not raw >= 4:
+            raise _metadata_problem(task, "memory_mb", raw, "a number of MiB >= 4 (e.g. 2048)")
+        memory = f"{int(raw)}m"
+    raw = meta.get("docker_user")
+    if raw is not None:
+        if not isinstance(raw, str) or not raw.strip():
+            raise _metadata_problem(
+                task, "docker_user", raw, "host, image, or UID[:GID] / a user name in the image"
+            )
+        user = raw.strip()
+    raw = meta.get("docker_capabilities")
+    if raw is not None:
+        if raw not in CAPABILITY_SETS:
+            raise _metadata_problem(task, "docker_capabilities", raw, "'none' or 'default'")
+        capabilities = str(raw)
+    return ContainerSettings(cpus=cpus, memory=memory, user=user, capabilities=capabilities)
 
 
 def _bind(host: Path, target: str) -> list[str]:
@@ -205,6 +280,14 @@ def _check_user(_inst: Any, _attr: Any, value: str) -> None:
         raise ValueError("user must be host, image, or UID[:GID] / a user name in the image")
 
 
+def _check_capabilities(_inst: Any, _attr: Any, value: str) -> None:
+    if value not in CAPABILITY_SETS:
+        raise ValueError(
+            f"capabilities {value!r} is not valid; use none (drop all, the default) or default "
+            "(the engine's default set, for tasks that install packages as root)"
+        )
+
+
 def run_in_fresh_container(
     image: str,
     repo_dir: Path,
@@ -225,6 +308,7 @@ def run_in_fresh_container(
     user: str = "host",
     init: bool = True,
     log_cap_bytes: int = 10 * 1024 * 1024,
+    capabilities: str = "none",
 ) -> ProcResult:
     """Run ``sh -c command`` in a new container of ``image`` with ``repo_dir`` as its repo.
 
@@ -247,7 +331,12 @@ def run_in_fresh_container(
     if label:
         argv += ["--label", f"{LABEL_ATTEMPT}={label}"]
     argv += hardening_args(
-        pids_limit=pids_limit, network=network, cpus=cpus, memory=memory, init=init
+        pids_limit=pids_limit,
+        network=network,
+        cpus=cpus,
+        memory=memory,
+        init=init,
+        capabilities=capabilities,
     )
     argv += user_args(user, binary)
     argv += [*_bind(repo_dir, repo_path), "-w", repo_path]
@@ -310,6 +399,10 @@ class DockerHandle:
     base_env: Mapping[str, str]
     #: uid and gid the container's processes run as (files copied in get them).
     owner: tuple[int, int] = (0, 0)
+    #: ``chown`` the workspace back to KSI's user before removing the container.
+    give_back_workspace: bool = False
+    #: Removes the container without a CLI start-up, when the daemon's socket is usable.
+    api: EngineAPI | None = None
     _stopped: bool = False
     _lock: threading.Lock = attrs.field(factory=threading.Lock)
 
@@ -362,11 +455,17 @@ class DockerHandle:
         if timed_out:
             # Killing the docker client does not kill what it started in the container.
             stragglers += self.kill_tagged(tag)
+        spawn_error = res.spawn_error
+        exit_code = None if timed_out else res.exit_code
+        if spawn_error is None and exit_code in (126, 127):
+            spawn_error = _exec_start_failure(stderr_path)
+            if spawn_error is not None:
+                exit_code = None
         return ExecResult(
-            exit_code=None if timed_out else res.exit_code,
+            exit_code=exit_code,
             duration_sec=res.duration_sec,
             timed_out=timed_out,
-            spawn_error=res.spawn_error,
+            spawn_error=spawn_error,
             stdout_path=str(stdout_path),
             stderr_path=str(stderr_path),
             output_truncated=res.output_truncated,
@@ -460,8 +559,38 @@ class DockerHandle:
         return True
 
     def stop(self) -> None:
+        """Remove the container (its processes die with it); idempotent.
+
+        When the container ran as another user than the one running KSI (and
+        KSI is not root), the workspace is first handed back to KSI's user, so
+        files the agent wrote as root stay deletable on the host.
+        """
         with self._lock:
             if self._stopped:
+                return
+            if self.give_back_workspace:
+                docker(
+                    self.binary,
+                    "exec",
+                    "--privileged",
+                    "-u",
+                    "0",
+                    self.container,
+                    "chown",
+                    "-R",
+                    f"{os.getuid()}:{os.getgid()}",
+                    self.workspace_path,
+                    timeout=300,
+                )
+            if self.api is not None:
+                try:
+                    self.api.remove(self.container)
+                except (EngineAPIError, OSError, http.client.HTTPException) as exc:
+                    raise EnvironmentFailure(
+                        f"docker environment: removing container {self.container} failed: "
+                        f"{exc}; remove it with `ksi cleanup --all`"
+                    ) from exc
+                self._stopped = True
                 return
             res = docker(self.binary, "rm", "-f", self.container, timeout=120)
             if res.returncode != 0 and "no such container" not in res.stderr.lower():
@@ -470,6 +599,15 @@ class DockerHandle:
                     f"{_exit_detail(res)}; remove it with `ksi cleanup --all`"
                 )
             self._stopped = True
+
+
+def _exec_start_failure(stderr_path: Path) -> str | None:
+    """Why an exec that exited 126/127 never started its program, or None if it did."""
+    tail = read_tail(stderr_path, 2048).strip().splitlines()
+    for line in reversed(tail[-5:]):
+        if line.startswith(NOT_FOUND_MARK) or any(m in line for m in _ENGINE_EXEC_FAILURES):
+            return line.strip()
+    return None
 
 
 def _owner(user: str) -> tuple[int, int]:
@@ -516,13 +654,21 @@ class DockerEnvironment:
     user: str = attrs.field(default="host", validator=_check_user)
     #: Run a tiny init as PID 1 so orphaned processes are reaped (``--init``).
     init: bool = True
+    #: ``none`` (drop every capability) or ``default`` (the engine's default set).
+    capabilities: str = attrs.field(default="none", validator=_check_capabilities)
+    #: Start and remove containers through the Engine API socket when it is the CLI's daemon
+    #: (two fewer CLI start-ups per attempt); ``false``: the CLI for everything.
+    use_engine_api: bool = True
     _images: dict[str, str] = attrs.field(factory=dict, init=False)
     _binary: str = attrs.field(default="", init=False)
     _lock: threading.Lock = attrs.field(factory=threading.Lock, init=False)
+    _api: EngineAPI | bool | None = attrs.field(default=None, init=False)
 
     # -- run lifetime -----------------------------------------------------
     def prepare(self, tasks: Sequence[TaskSpec]) -> None:
         """Check the engine answers and every task's image exists (pull or build it once)."""
+        for task in tasks:  # a bad resource value fails the run now, not at its attempt
+            self.settings_for(task)
         binary = self._resolve()
         check_daemon(binary)
         missing = [t.id for t in tasks if task_image_source(t.metadata, self.image)[0] == "none"]
@@ -556,24 +702,67 @@ class DockerEnvironment:
             found = self._images[task.id]
         return found
 
+    def settings_for(self, task: TaskSpec) -> ContainerSettings:
+        """The run's options with the task's ``cpus``/``memory_mb``/``docker_user``/... applied."""
+        return container_settings(
+            task,
+            cpus=self.cpus,
+            memory=self.memory,
+            user=self.user,
+            capabilities=self.capabilities,
+        )
+
     def start(self, ctx: AttemptContext) -> DockerHandle:
         binary = self._resolve()
         image = self.image_for(ctx.task)
+        settings = self.settings_for(ctx.task)
         host_ws = ctx.host_workspace.resolve()
         (host_ws / HOME_SUBDIR).mkdir(parents=True, exist_ok=True)
         name = container_name(ctx.run_id, ctx.task.id, ctx.attempt)
+        labels = {
+            LABEL_RUN: ctx.run_id,
+            LABEL_ATTEMPT: f"{ctx.task.id}/{ctx.attempt}",
+            LABEL_ROLE: "attempt",
+        }
+        api = self._engine_api()
+        body = None if api is None else self._api_body(image, settings, host_ws, labels)
+        if api is not None and body is not None:
+            self._start_by_api(api, name, body, ctx)
+        else:
+            self._start_by_cli(binary, name, image, settings, host_ws, labels, ctx)
+        return DockerHandle(
+            binary=binary,
+            container=name,
+            host_workspace=host_ws,
+            workspace_path=self.workspace_mount,
+            base_env=dict(ctx.base_env),
+            owner=_owner(settings.user),
+            give_back_workspace=settings.user != "host" and os.getuid() != 0,
+            api=api,
+        )
+
+    def _start_by_cli(
+        self,
+        binary: str,
+        name: str,
+        image: str,
+        settings: ContainerSettings,
+        host_ws: Path,
+        labels: Mapping[str, str],
+        ctx: AttemptContext,
+    ) -> None:
         argv = ["run", "-d", "--name", name]
-        argv += ["--label", f"{LABEL_RUN}={ctx.run_id}"]
-        argv += ["--label", f"{LABEL_ATTEMPT}={ctx.task.id}/{ctx.attempt}"]
-        argv += ["--label", f"{LABEL_ROLE}=attempt"]
+        for key, value in labels.items():
+            argv += ["--label", f"{key}={value}"]
         argv += hardening_args(
             pids_limit=self.pids_limit,
             network=self.network,
-            cpus=self.cpus,
-            memory=self.memory,
+            cpus=settings.cpus,
+            memory=settings.memory,
             init=self.init,
+            capabilities=settings.capabilities,
         )
-        argv += user_args(self.user, binary)
+        argv += user_args(settings.user, binary)
         argv += [*_bind(host_ws, self.workspace_mount), "-w", self.workspace_mount]
         argv += ["--entrypoint", "sleep", image, "infinity"]
         res = docker(binary, *argv, timeout=300)
@@ -587,14 +776,71 @@ class DockerEnvironment:
                 f"docker environment: starting a container of {image!r} for task "
                 f"{ctx.task.id!r} attempt {ctx.attempt} failed: {_exit_detail(res)}"
             )
-        return DockerHandle(
-            binary=binary,
-            container=name,
-            host_workspace=host_ws,
-            workspace_path=self.workspace_mount,
-            base_env=dict(ctx.base_env),
-            owner=_owner(self.user),
-        )
+
+    def _api_body(
+        self,
+        image: str,
+        settings: ContainerSettings,
+        host_ws: Path,
+        labels: Mapping[str, str],
+    ) -> dict[str, Any] | None:
+        """The Engine API form of :meth:`_start_by_cli`'s command line (None: use the CLI)."""
+        host: dict[str, Any] = {
+            "SecurityOpt": ["no-new-privileges"],
+            "PidsLimit": self.pids_limit,
+            "NetworkMode": self.network,
+            "Init": self.init,
+            "Mounts": [{"Type": "bind", "Source": str(host_ws), "Target": self.workspace_mount}],
+        }
+        if settings.capabilities != "default":
+            host["CapDrop"] = ["ALL"]
+        if settings.cpus is not None:
+            host["NanoCpus"] = int(settings.cpus * 1e9)
+        if settings.memory:
+            size = memory_bytes(settings.memory)
+            if size is None:
+                return None  # let the CLI parse (and explain) it
+            host["Memory"] = size
+        body: dict[str, Any] = {
+            "Image": image,
+            "Entrypoint": ["sleep"],
+            "Cmd": ["infinity"],
+            "WorkingDir": self.workspace_mount,
+            "Labels": dict(labels),
+            "HostConfig": host,
+        }
+        if settings.user == "host":
+            body["User"] = f"{os.getuid()}:{os.getgid()}"
+        elif settings.user != "image":
+            body["User"] = settings.user
+        return body
+
+    def _start_by_api(
+        self, api: EngineAPI, name: str, body: dict[str, Any], ctx: AttemptContext
+    ) -> None:
+        try:
+            try:
+                api.run_detached(name, body)
+            except EngineAPIError as exc:
+                if exc.status != 409:
+                    raise
+                # A container of this very attempt survived a killed run: replace it.
+                api.remove(name)
+                api.run_detached(name, body)
+        except (EngineAPIError, OSError, http.client.HTTPException) as exc:
+            raise EnvironmentFailure(
+                f"docker environment: starting a container of {body['Image']!r} for task "
+                f"{ctx.task.id!r} attempt {ctx.attempt} failed: {exc}"
+            ) from exc
+
+    def _engine_api(self) -> EngineAPI | None:
+        """The daemon's API when it is the CLI's own daemon (checked once), else None."""
+        if not self.use_engine_api:
+            return None
+        with self._lock:
+            if self._api is None:
+                self._api = engine_api_for(self._resolve()) or False
+            return self._api if isinstance(self._api, EngineAPI) else None
 
     def cleanup(self, run_id: str | None) -> int:
         """Remove every container (attempt or eval) of ``run_id``, or of every run when None."""
@@ -615,6 +861,7 @@ class DockerEnvironment:
         log_cap_bytes: int = 10 * 1024 * 1024,
     ) -> ProcResult:
         """:func:`run_in_fresh_container` with this environment's image choice and options."""
+        settings = self.settings_for(task)
         return run_in_fresh_container(
             self.image_for(task),
             repo_dir,
@@ -629,11 +876,12 @@ class DockerEnvironment:
             workspace_mount=self.workspace_mount,
             network=self.network,
             pids_limit=self.pids_limit,
-            cpus=self.cpus,
-            memory=self.memory,
-            user=self.user,
+            cpus=settings.cpus,
+            memory=settings.memory,
+            user=settings.user,
             init=self.init,
             log_cap_bytes=log_cap_bytes,
+            capabilities=settings.capabilities,
         )
 
     def _resolve(self) -> str:

@@ -9,17 +9,25 @@ the contract in :mod:`ksi.eval.scoring`. An attempt that cannot be judged
 
 The command runs with the privileges and environment of whoever runs KSI,
 plus ``KSI_TASK_ID`` and ``KSI_EVAL_WORKDIR``: a tasks file is code.
+
+Given an environment handle (``ksi run --eval-in environment``: a fresh
+container of the task's image on a copy of the captured repo), the command
+runs *through that handle* instead, for tests that need the image's
+toolchain. The contract does not change: the stale ``score.json`` is deleted
+and the new one read on the host side of the workspace the handle mounts,
+and a timeout or a shell that cannot start is unscored.
 """
 
 from __future__ import annotations
 
 import math
 import os
+import posixpath
 import shutil
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, Protocol
 
 import attrs
 
@@ -35,7 +43,7 @@ from ksi.eval.scoring import (
     score_from_exit_code,
 )
 from ksi.hookspecs import Register, hookimpl
-from ksi.interfaces import EnvironmentHandle
+from ksi.interfaces import EnvironmentHandle, Invocation
 from ksi.models import EvalResult, TaskSpec
 from ksi.proc import read_tail, run_process
 
@@ -82,8 +90,9 @@ class CommandEvaluator:
     name: ClassVar[str] = "command"
     aliases: ClassVar[tuple[str, ...]] = ()
     description: ClassVar[str] = (
-        "Run the task's eval command on the host in the workspace: exit 0 -> 1.0, "
-        'nonzero -> 0.0, a score.json {"score": x} written by it overrides.'
+        "Run the task's eval command in the workspace (on the host; in a fresh environment "
+        "with --eval-in environment): exit 0 -> 1.0, nonzero -> 0.0, a score.json "
+        '{"score": x} written by it overrides.'
     )
     grades_in: ClassVar[Literal["host", "environment"]] = "host"
 
@@ -104,9 +113,11 @@ class CommandEvaluator:
     ) -> EvalResult:
         """Grade ``workdir`` in place (callers hand it a copy); never raises for the attempt.
 
-        ``env`` is unused: this evaluator always runs on the host. With
-        ``log_dir``, the full (capped) stdout and stderr are kept there as
-        ``eval.stdout.log`` and ``eval.stderr.log``.
+        Without ``env`` the command runs on the host in ``workdir``. With
+        ``env`` it runs through the handle, in ``workdir`` as the handle's
+        processes see it (``workdir`` must be inside ``env.host_workspace``).
+        With ``log_dir``, the full (capped) stdout and stderr are kept there
+        as ``eval.stdout.log`` and ``eval.stderr.log``.
         """
         command = str(task.metadata.get("eval_command") or "").strip()
         workdir = Path(workdir).absolute()
@@ -130,6 +141,22 @@ class CommandEvaluator:
                 details=details,
                 **base,
             )
+        env_cwd: str | None = None
+        if env is not None:
+            env_cwd = _relative_in(workdir, Path(env.host_workspace))
+            if env_cwd is None:
+                return EvalResult(
+                    STATUS_EVAL_ERROR,
+                    None,
+                    notes=(
+                        f"workspace {str(workdir)!r} is not inside the environment's workspace "
+                        f"{str(env.host_workspace)!r}, so the environment cannot see it; unscored",
+                    ),
+                    details=details,
+                    **base,
+                )
+            details["eval_in"] = "environment"
+            details["eval_env_workdir"] = posixpath.join(env.workspace_path, env_cwd)
         notes: list[str] = []
         try:
             stale = remove_stale_score_file(workdir)
@@ -145,9 +172,9 @@ class CommandEvaluator:
             notes.append(stale)
         if log_dir is not None:
             log_dir.mkdir(parents=True, exist_ok=True)
-            return self._run(task, command, timeout, workdir, log_dir, notes, details)
+            return self._run(task, command, timeout, workdir, log_dir, notes, details, env)
         with tempfile.TemporaryDirectory(prefix="ksi-eval-logs-") as tmp:
-            result = self._run(task, command, timeout, workdir, Path(tmp), notes, details)
+            result = self._run(task, command, timeout, workdir, Path(tmp), notes, details, env)
         return attrs.evolve(
             result,
             details={k: v for k, v in result.details.items() if not k.endswith("_log")},
@@ -228,22 +255,32 @@ class CommandEvaluator:
         log_dir: Path,
         notes: list[str],
         details: dict[str, Any],
+        handle: EnvironmentHandle | None = None,
     ) -> EvalResult:
         stdout_log, stderr_log = log_dir / STDOUT_LOG, log_dir / STDERR_LOG
-        env = {
-            **os.environ,
-            "KSI_TASK_ID": task.id,
-            "KSI_EVAL_WORKDIR": str(workdir),
-        }
-        proc = run_process(
-            [self.shell, "-c", command],
-            cwd=workdir,
-            env=env,
-            timeout=timeout,
-            stdout_path=stdout_log,
-            stderr_path=stderr_log,
-            log_cap_bytes=self.log_cap_bytes,
-        )
+        if handle is None:
+            proc: _Ran = run_process(
+                [self.shell, "-c", command],
+                cwd=workdir,
+                env={**os.environ, "KSI_TASK_ID": task.id, "KSI_EVAL_WORKDIR": str(workdir)},
+                timeout=timeout,
+                stdout_path=stdout_log,
+                stderr_path=stderr_log,
+                log_cap_bytes=self.log_cap_bytes,
+            )
+        else:
+            env_workdir = str(details["eval_env_workdir"])
+            proc = handle.exec(
+                Invocation(
+                    argv=(self.shell, "-c", command),
+                    env={"KSI_TASK_ID": task.id, "KSI_EVAL_WORKDIR": env_workdir},
+                    cwd=env_workdir,
+                ),
+                timeout=timeout,
+                stdout_path=stdout_log,
+                stderr_path=stderr_log,
+                log_cap_bytes=self.log_cap_bytes,
+            )
         details = {
             **details,
             "stdout_log": str(stdout_log),
@@ -291,6 +328,32 @@ class CommandEvaluator:
             score = found.score
             details["score_source"] = "score.json"
         return EvalResult(STATUS_SCORED, score, notes=tuple(notes), details=details, **common)
+
+
+class _Ran(Protocol):
+    """What both a host run (:class:`ksi.proc.ProcResult`) and an ``exec`` report."""
+
+    @property
+    def exit_code(self) -> int | None: ...
+    @property
+    def duration_sec(self) -> float: ...
+    @property
+    def timed_out(self) -> bool: ...
+    @property
+    def spawn_error(self) -> str | None: ...
+    @property
+    def output_truncated(self) -> bool: ...
+    @property
+    def stragglers_killed(self) -> int: ...
+
+
+def _relative_in(path: Path, root: Path) -> str | None:
+    """``path`` relative to ``root`` as a POSIX path (``.`` for root itself), or None if outside."""
+    try:
+        rel = path.resolve().relative_to(root.resolve())
+    except ValueError:
+        return None
+    return rel.as_posix() or "."
 
 
 def _safe(text: str) -> str:

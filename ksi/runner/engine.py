@@ -30,7 +30,7 @@ from ksi.errors import KsiError, RunError, UserInputError
 from ksi.interfaces import AgentContext, AgentOutcome, AttemptContext, ExecResult
 from ksi.models import EvalResult, TaskSpec
 from ksi.plugins import get_plugins
-from ksi.runner.capture import capture_repo, remove_tree
+from ksi.runner.capture import capture_repo, copy_tree, remove_tree
 from ksi.runner.components import component_name, resolve
 from ksi.runner.config import RunConfig, resume_mismatches, task_set_fingerprint
 from ksi.runner.diff import write_diff
@@ -423,7 +423,7 @@ class Runner:
             t = time.monotonic()
             seed = self._seed(task)
             workspace.mkdir(parents=True)
-            shutil.copytree(seed, repo, symlinks=True)
+            copy_tree(seed, repo)
             prompt = agent_prompt(task)
             (attempt_dir / "prompt.md").write_text(prompt, encoding="utf-8")
             times["seed"] = time.monotonic() - t
@@ -514,7 +514,7 @@ class Runner:
                     handle.stop()
                 with self._active_lock:
                     self._active.pop(id(handle), None)
-        write_json_atomic(attempt_dir / "record.json", to_data(record), durable=False)
+        write_json_atomic(attempt_dir / "record.json", to_data(record), durable=False, indent=None)
         return record
 
     def _grade_on_host(
@@ -529,7 +529,7 @@ class Runner:
         workdir = attempt_dir / "eval" / "repo"
         remove_tree(workdir)
         workdir.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copytree(captured, workdir, symlinks=True)
+        copy_tree(captured, workdir)
         try:
             return self.evaluator.grade(task, workdir, log_dir=log_dir)  # type: ignore[no-any-return]
         finally:
@@ -549,7 +549,7 @@ class Runner:
         workspace = attempt_dir / "eval" / "workspace"
         remove_tree(workspace)
         workspace.mkdir(parents=True)
-        shutil.copytree(captured, workspace / "repo", symlinks=True)
+        copy_tree(captured, workspace / "repo")
         ctx = AttemptContext(
             run_id=self.run_id,
             task=task,

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import shutil
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import Any
 import attrs
 
 from ksi.errors import UserInputError
+from ksi.runner.capture import copy_tree
 from ksi.runner.components import component_name, resolve
 from ksi.runner.engine import summarize_run
 from ksi.runner.journal import Journal, latest_by_attempt, read_records
@@ -74,7 +74,7 @@ def _regrade_one(
 ) -> AttemptRecord:
     with tempfile.TemporaryDirectory(prefix="ksi-regrade-") as tmp:
         workdir = Path(tmp) / "repo"
-        shutil.copytree(captured, workdir, symlinks=True)
+        copy_tree(captured, workdir)
         result = grader.grade(task, workdir, log_dir=attempt_dir / "regrade")
     if rec.status == "agent_error":
         status, score = rec.status, None
