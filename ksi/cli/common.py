@@ -6,7 +6,7 @@ import functools
 import json
 import sys
 from collections.abc import Callable
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, NoReturn, ParamSpec, TypeVar
 
 import typer
 
@@ -29,7 +29,7 @@ def handle_errors(fn: Callable[P, R]) -> Callable[P, R]:
     return wrapper
 
 
-def fail(exc: KsiError) -> Any:
+def fail(exc: KsiError) -> NoReturn:
     for line in str(exc).splitlines() or [type(exc).__name__]:
         typer.echo(f"error: {line}", err=True)
     raise typer.Exit(exc.exit_code)

@@ -54,16 +54,19 @@ def run_command(
     task_source: Annotated[str, typer.Option(help="Task source name.")] = "custom",
     agent: Annotated[str | None, typer.Option(help="Agent name (ksi agents lists them).")] = None,
     agent_option: Annotated[
-        list[str] | None, typer.Option(help="KEY=VALUE for the agent (repeatable).")
+        list[str] | None, typer.Option(metavar="KEY=VALUE", help="An agent option (repeatable).")
     ] = None,
     agent_env: Annotated[
         list[str] | None,
-        typer.Option(help="Host environment variable to pass to the agent (repeatable)."),
+        typer.Option(
+            metavar="NAME", help="Host environment variable to pass to the agent (repeatable)."
+        ),
     ] = None,
     model: Annotated[str | None, typer.Option(help="Model for agents that take one.")] = None,
     environment: Annotated[str, typer.Option(help="local, sandbox, docker, ...")] = "local",
     environment_option: Annotated[
-        list[str] | None, typer.Option(help="KEY=VALUE for the environment (repeatable).")
+        list[str] | None,
+        typer.Option(metavar="KEY=VALUE", help="An environment option (repeatable)."),
     ] = None,
     image: Annotated[str | None, typer.Option(help="Docker image for the run.")] = None,
     network: Annotated[str | None, typer.Option(help="none, bridge or host.")] = None,
@@ -73,7 +76,8 @@ def run_command(
         str | None, typer.Option(help="Evaluator (default: the task source's).")
     ] = None,
     evaluator_option: Annotated[
-        list[str] | None, typer.Option(help="KEY=VALUE for the evaluator (repeatable).")
+        list[str] | None,
+        typer.Option(metavar="KEY=VALUE", help="An evaluator option (repeatable)."),
     ] = None,
     eval_in: Annotated[
         str, typer.Option(help="host (grade a copy on the host) or environment.")
@@ -206,7 +210,8 @@ def regrade_command(
     run_dir: Annotated[Path, typer.Argument(help="A run directory.")],
     evaluator: Annotated[str | None, typer.Option(help="Evaluator to grade with.")] = None,
     evaluator_option: Annotated[
-        list[str] | None, typer.Option(help="KEY=VALUE for the evaluator (repeatable).")
+        list[str] | None,
+        typer.Option(metavar="KEY=VALUE", help="An evaluator option (repeatable)."),
     ] = None,
 ) -> None:
     """Grade every attempt of a run again from its captured repos."""
@@ -224,11 +229,13 @@ def check_command(
     tasks: Annotated[Path, typer.Argument(help="Tasks file or directory.")],
     task_source: Annotated[str, typer.Option(help="Task source name.")] = "custom",
     environment: Annotated[str, typer.Option(help="Where the agents run.")] = "local",
-    concurrency: Annotated[int | None, typer.Option(min=1)] = None,
+    concurrency: Annotated[
+        int | None, typer.Option(min=1, help="Attempts at once (default: CPUs, max 8).")
+    ] = None,
     run_dir: Annotated[
         Path | None, typer.Option(help="Keep the check runs here (default: a temp dir).")
     ] = None,
-    as_json: Annotated[bool, typer.Option("--json")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
     """Run `oracle` and `nop` on every task and list the broken ones.
 

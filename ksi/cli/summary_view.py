@@ -86,19 +86,20 @@ def print_summary(summary: RunSummary, *, rich_output: bool) -> None:
         for line in summary_lines(summary):
             console.print(line, highlight=False)
         return
-    rows: list[Any] = [("task", "best", "solved", "attempts", "scored", "unscored", "errors")]
+    with_cost = summary.total_cost_usd is not None
+    header = ("task", "best", "solved", "attempts", "scored", "unscored", "errors")
+    rows: list[Any] = [(*header, "cost") if with_cost else header]
     for t in summary.tasks[:MAX_TASK_ROWS]:
-        rows.append(
-            (
-                t.task_id,
-                _score(t.best_score),
-                "yes" if t.solved else "no",
-                t.attempts,
-                t.scored,
-                t.unscored,
-                t.errors,
-            )
+        row = (
+            t.task_id,
+            _score(t.best_score),
+            "yes" if t.solved else "no",
+            t.attempts,
+            t.scored,
+            t.unscored,
+            t.errors,
         )
+        rows.append((*row, _money(t.cost_usd)) if with_cost else row)
     widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
     for r in rows:
         typer.echo("  ".join(str(v).ljust(w) for v, w in zip(r, widths, strict=True)).rstrip())

@@ -317,11 +317,19 @@ class Runner:
             raise
 
     def _kill_active(self) -> None:
+        """Stop every running attempt at once (each stop may wait out a grace period)."""
         with self._active_lock:
             handles = list(self._active.values())
-        for handle in handles:
+
+        def stop(handle: Any) -> None:
             with contextlib.suppress(Exception):
                 handle.stop()
+
+        threads = [threading.Thread(target=stop, args=(h,), daemon=True) for h in handles]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
 
     def _run_with_retries(self, item: PlannedAttempt) -> None:
         try_number = item.try_number
