@@ -699,9 +699,7 @@ def test_docs_plugins_md_example_installs_and_works(
 
     listing = ksi_cli("plugins", "--json", env=site.env(), cwd=tmp_path)
     assert listing.returncode == 0, listing.stderr
-    (qa,) = [
-        p for p in json.loads(listing.stdout)["plugins"] if p["distribution"] not in INSTALLED
-    ]
+    (qa,) = [p for p in json.loads(listing.stdout)["plugins"] if p["distribution"] not in INSTALLED]
     assert qa["distribution"] == "ksi-qa"
     assert qa["components"] == {"task source": ["qa"], "evaluator": ["answer-file"]}
 

@@ -13,16 +13,15 @@ class TopWords(unittest.TestCase):
         self.assertEqual(top_words("The cat saw the dog. THE end", 1), [("the", 3)])
 
     def test_ignores_punctuation(self) -> None:
-        self.assertEqual(
-            top_words("stop! Stop, stop... go; go", 2), [("stop", 3), ("go", 2)]
-        )
+        self.assertEqual(top_words("stop! Stop, stop... go; go", 2), [("stop", 3), ("go", 2)])
 
     def test_keeps_apostrophes_inside_words(self) -> None:
         self.assertEqual(top_words("don't don't do", 1), [("don't", 2)])
 
     def test_ties_are_alphabetical(self) -> None:
-        self.assertEqual(top_words("pear apple fig fig apple pear", 3),
-                         [("apple", 2), ("fig", 2), ("pear", 2)])
+        self.assertEqual(
+            top_words("pear apple fig fig apple pear", 3), [("apple", 2), ("fig", 2), ("pear", 2)]
+        )
 
     def test_empty_text(self) -> None:
         self.assertEqual(top_words("  \n ", 5), [])
