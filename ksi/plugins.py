@@ -380,6 +380,10 @@ class PluginState:
         """See :func:`register_plugin`."""
         plugin_name = name or getattr(obj, "__name__", None) or f"{type(obj).__name__}@{id(obj)}"
         with self._lock:
+            if self.pm.is_registered(obj):
+                # Already loaded (an installed plugin's module, registered from its
+                # entry point): it is in effect as asked, and stays when the caller is done.
+                return lambda: None
             if self.pm.has_plugin(plugin_name):
                 raise PluginError(f"a plugin called {plugin_name!r} is already registered")
             try:

@@ -728,3 +728,12 @@ def test_docs_plugins_md_example_installs_and_works(
         option_flag="--evaluator-option",
     )
     assert strict.grade(task, workspace).native_score == 0.0
+
+
+def test_registering_an_already_loaded_plugin_module_is_harmless() -> None:
+    import ksi.eval.command as builtin_module
+    from ksi.plugins import get_plugins, register_plugin
+
+    unregister = register_plugin(builtin_module, name="again")
+    unregister()
+    assert get_plugins().pm.is_registered(builtin_module), "the loaded plugin stays loaded"
