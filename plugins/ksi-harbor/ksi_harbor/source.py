@@ -18,7 +18,11 @@ A Harbor task's starting files live in its image (usually in its
 * ``workspace_note`` is ``False``: the instruction is given verbatim, without
   KSI's note about ``repo/`` (Harbor instructions name their own paths);
 * grading happens inside the container (the ``harbor`` evaluator), so what
-  counts is the container's state, exactly as in Harbor.
+  counts is the container's state, exactly as in Harbor;
+* ``docker_user`` (``[agent] user``, else ``image``: the image's own user) and
+  ``docker_capabilities`` (``default``) make the docker environment run the
+  task as Harbor does, with no extra options; ``cpus`` and ``memory_mb`` (from
+  ``[environment]``) become the container's limits.
 """
 
 from __future__ import annotations
@@ -108,6 +112,11 @@ def to_task_spec(task: HarborTask, *, prefer_dockerfile: bool = False) -> TaskSp
         "workspace_note": False,
         "cpus": task.cpus,
         "memory_mb": task.memory_mb,
+        # As in Harbor: the image's user ([agent] user when set; root in most task images)
+        # with the engine's default capabilities, since tasks and their test.sh write /app,
+        # /tests and /logs and often install packages. The docker environment applies these.
+        "docker_user": task.agent_user or "image",
+        "docker_capabilities": "default",
         "storage_mb": task.storage_mb,
         "gpus": task.gpus,
         "allow_internet": task.allow_internet,

@@ -8,8 +8,11 @@ Needs a Docker engine and the locally built ``ksi-test/busybox`` image
 from __future__ import annotations
 
 import functools
+import json
+import os
 import shutil
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -79,8 +82,8 @@ def task(tmp_path: Path) -> TaskSpec:
 def handle(task: TaskSpec, tmp_path: Path) -> Iterator[EnvironmentHandle]:
     from ksi.environments.docker import DockerEnvironment
 
-    # Harbor tasks run as the image's user (root here), offline.
-    environment = DockerEnvironment(user="image", network="none")
+    # No user option: the task's metadata makes it run as the image's user (root here).
+    environment = DockerEnvironment(network="none")
     environment.prepare([task])
     workspace = tmp_path / "workspace"
     (workspace / "repo").mkdir(parents=True)
@@ -133,3 +136,60 @@ def test_an_agent_that_did_nothing_and_planted_a_reward_scores_zero(
     )
     assert (result.status, result.native_score) == ("scored", 0.0), result
     assert result.details["rewards"] == {"reward": 0.0, "hello_exists": 0.0}
+
+
+def test_ksi_run_with_a_real_agent_working_in_app_scores_one(tmp_path: Path) -> None:
+    """The whole path through the entry point: `ksi run --task-source harbor`, no extra options.
+
+    The agent is the ``command`` agent (not the oracle): it starts in the task's
+    WORKDIR (/app, from ``agent_workdir``), as the image's user, and writes the
+    answer there; the harbor evaluator grades that container.
+    """
+    tasks = tmp_path / "tasks"
+    make_task(tasks, dockerfile=DOCKERFILE, test_sh=TEST_SH)
+    make_task(tasks, "left-undone", dockerfile=DOCKERFILE, test_sh=TEST_SH)
+    run_dir = tmp_path / "run"
+    cmd = (
+        '[ "$(pwd)" = /app ] || exit 3; [ "$KSI_TASK_ID" = left-undone ] && exit 0; '
+        'test -f seed.txt && printf "Hello, world!" > hello.txt'
+    )
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ksi",
+            "run",
+            str(tasks),
+            "--task-source",
+            "harbor",
+            "--agent",
+            "command",
+            "--agent-option",
+            f"cmd={cmd}",
+            "--environment",
+            "docker",
+            "--network",
+            "none",
+            "--run-dir",
+            str(run_dir),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "KSI_LOAD_PLUGINS": "ksi-harbor"},
+    )
+    assert res.returncode == 0, res.stdout + res.stderr
+    lines = (run_dir / "journal.jsonl").read_text().splitlines()
+    records = {r["task_id"]: r for r in map(json.loads, lines)}
+    done, undone = records["hello-world"], records["left-undone"]
+    assert (done["status"], done["score"], done["evaluator"]) == ("scored", 1.0, "harbor")
+    assert done["eval"]["eval_workdir"] == "/app"
+    assert (undone["status"], undone["score"]) == ("scored", 0.0)
+    assert undone["eval"]["details"]["rewards"] == {"reward": 0.0, "hello_exists": 0.0}
+    run_id = json.loads((run_dir / "run.json").read_text())["run_id"]
+    left = subprocess.run(
+        ["docker", "ps", "-aq", "--filter", f"label=ksi.run={run_id}"],
+        capture_output=True,
+        text=True,
+    )
+    assert left.stdout.split() == []

@@ -33,6 +33,8 @@ def test_one_task_directory_loads_with_its_own_settings(tmp_path: Path) -> None:
     assert md["docker_image"] is None
     assert md["agent_workdir"] == "/app"
     assert md["workspace_note"] is False
+    # Run as Harbor runs it (the image's user, default capabilities) with no --environment-option.
+    assert (md["docker_user"], md["docker_capabilities"]) == ("image", "default")
     assert md["harbor"]["metadata"]["tags"] == ["trivial"]
     assert md["harbor"]["tests_dir"] == str(task_dir / "tests")
     # KSI's repo/ starts empty: the starting files live in the image.
@@ -74,6 +76,12 @@ def test_defaults_and_legacy_spellings_are_read_as_harbor_reads_them(tmp_path: P
     assert (md["memory_mb"], md["storage_mb"]) == (4096, 512)
     assert md["docker_image"] == "org/img:1" and md["dockerfile"] is None
     assert md["agent_workdir"] is None  # only the image knows
+
+
+def test_an_agent_user_in_task_toml_is_the_containers_user(tmp_path: Path) -> None:
+    toml = '[agent]\nuser = "builder"\n'
+    [task] = HarborTaskSource().load(make_task(tmp_path, toml=toml))
+    assert task.metadata["docker_user"] == "builder"
 
 
 def test_schema_1_1_task_table_and_env_tables(tmp_path: Path) -> None:
