@@ -530,10 +530,10 @@ class Runner:
     ) -> EvalResult:
         """Grade a fresh copy of the captured repo (or, with wipe off, the live repo)."""
         log_dir = attempt_dir / "eval"
-        if not self.config.wipe_workspace:
-            return self.evaluator.grade(task, live_repo, log_dir=log_dir)  # type: ignore[no-any-return]
         if self.config.eval_in == "environment":
             return self._grade_in_fresh_environment(task, captured, attempt_dir)
+        if not self.config.wipe_workspace:
+            return self.evaluator.grade(task, live_repo, log_dir=log_dir)  # type: ignore[no-any-return]
         workdir = attempt_dir / "eval" / "repo"
         remove_tree(workdir)
         workdir.parent.mkdir(parents=True, exist_ok=True)
