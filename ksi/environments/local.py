@@ -58,6 +58,7 @@ class LocalHandle:
     ) -> ExecResult:
         """Run ``invocation`` to completion or timeout; kill every process it started."""
         tag = new_tag()
+        argv, cwd, env = self._process(invocation)
         with self._lock:
             if self._cancel.is_set():
                 return ExecResult(
@@ -70,9 +71,9 @@ class LocalHandle:
             self._running.add(tag)
         try:
             proc = run_process(
-                invocation.argv,
-                cwd=self.host_workspace / invocation.cwd,
-                env={**self.base_env, **invocation.env},
+                argv,
+                cwd=cwd,
+                env=env,
                 stdin=invocation.stdin,
                 timeout=timeout,
                 stdout_path=stdout_path,
@@ -98,6 +99,15 @@ class LocalHandle:
             output_truncated=proc.output_truncated,
             stragglers_killed=proc.stragglers_killed,
         )
+
+    def _process(self, invocation: Invocation) -> tuple[list[str], Path, dict[str, str]]:
+        """``(argv, cwd, env)`` of the host process that runs ``invocation``.
+
+        The one place an environment built on host processes differs: the
+        ``sandbox`` environment wraps the same process in bubblewrap.
+        """
+        cwd = self.host_workspace / invocation.cwd  # an absolute cwd replaces the workspace
+        return list(invocation.argv), cwd, {**self.base_env, **invocation.env}
 
     def _host_path(self, env_path: str) -> Path:
         """On local an environment path is a host path; a relative one is under the workspace."""

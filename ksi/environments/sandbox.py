@@ -25,18 +25,17 @@ import os
 import shutil
 import subprocess
 import tempfile
-import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
 import attrs
 
+from ksi.environments.local import LocalHandle
 from ksi.errors import EnvironmentFailure
 from ksi.hookspecs import hookimpl
-from ksi.interfaces import AttemptContext, ExecResult, Invocation
+from ksi.interfaces import AttemptContext, Invocation
 from ksi.models import TaskSpec
-from ksi.proc import kill_tree, new_tag, run_process
 
 HOME_SUBDIR = ".ksi/home"
 #: Host directories hidden behind an empty tmpfs (besides ``$HOME``).
@@ -107,28 +106,20 @@ def bwrap_args(
 
 
 @attrs.define
-class SandboxHandle:
-    """One attempt's sandbox settings; every exec is its own bubblewrap sandbox."""
+class SandboxHandle(LocalHandle):
+    """Host processes like ``local``'s, each run inside its own bubblewrap sandbox.
 
-    host_workspace: Path
-    workspace_path: str
-    base_env: Mapping[str, str]
+    Everything else (cancellation from another thread, logs, the kill of the
+    whole tree) is :class:`LocalHandle`'s; only the command line and which
+    paths may be copied differ.
+    """
+
     binary: str = "bwrap"
     network: str = "none"
     hide_home: bool = True
     expose: tuple[str, ...] = ()
-    _lock: threading.Lock = attrs.field(factory=threading.Lock, init=False)
-    _running: set[str] = attrs.field(factory=set, init=False)
 
-    def exec(
-        self,
-        invocation: Invocation,
-        *,
-        timeout: float | None,
-        stdout_path: Path,
-        stderr_path: Path,
-        log_cap_bytes: int,
-    ) -> ExecResult:
+    def _process(self, invocation: Invocation) -> tuple[list[str], Path, dict[str, str]]:
         cwd = (self.host_workspace / invocation.cwd).resolve()
         argv = bwrap_args(
             self.binary,
@@ -139,34 +130,8 @@ class SandboxHandle:
             cwd=cwd,
         )
         argv += ["--", *invocation.argv]
-        tag = new_tag()
-        with self._lock:
-            self._running.add(tag)
-        try:
-            res = run_process(
-                argv,
-                cwd=self.host_workspace,
-                env=sandbox_env(self.base_env, invocation.env, self.host_workspace),
-                timeout=timeout,
-                stdout_path=stdout_path,
-                stderr_path=stderr_path,
-                stdin=invocation.stdin,
-                log_cap_bytes=log_cap_bytes,
-                tag=tag,
-            )
-        finally:
-            with self._lock:
-                self._running.discard(tag)
-        return ExecResult(
-            exit_code=res.exit_code,
-            duration_sec=res.duration_sec,
-            timed_out=res.timed_out,
-            spawn_error=res.spawn_error,
-            stdout_path=str(stdout_path),
-            stderr_path=str(stderr_path),
-            output_truncated=res.output_truncated,
-            stragglers_killed=res.stragglers_killed,
-        )
+        env = sandbox_env(self.base_env, invocation.env, self.host_workspace)
+        return argv, self.host_workspace, env
 
     def _host_path(self, env_path: str) -> Path:
         path = Path(os.path.normpath(self.host_workspace / env_path))
@@ -177,32 +142,6 @@ class SandboxHandle:
                 "(/tmp is private to each process)"
             )
         return path
-
-    def copy_in(self, host_src: Path, env_dest: str) -> None:
-        dest = self._host_path(env_dest)
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        if host_src.is_dir():
-            shutil.copytree(host_src, dest, symlinks=True, dirs_exist_ok=True)
-        else:
-            shutil.copy2(host_src, dest)
-
-    def copy_out(self, env_src: str, host_dest: Path) -> bool:
-        src = self._host_path(env_src)
-        if not src.exists():
-            return False
-        host_dest.parent.mkdir(parents=True, exist_ok=True)
-        if src.is_dir():
-            shutil.copytree(src, host_dest, symlinks=True, dirs_exist_ok=True)
-        else:
-            shutil.copy2(src, host_dest)
-        return True
-
-    def stop(self) -> None:
-        """Kill any sandbox still running (an exec interrupted from another thread)."""
-        with self._lock:
-            tags = list(self._running)
-        for tag in tags:
-            kill_tree(None, tag)
 
 
 @attrs.define
