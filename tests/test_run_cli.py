@@ -201,3 +201,77 @@ def test_report_json_honours_the_threshold(tmp_path: Path) -> None:
     )
     assert strict["summary"]["solved_tasks"] == 0
     assert lenient["summary"]["solved_tasks"] == 1
+
+
+AGENT_FILE = """
+from typing import ClassVar
+
+import attrs
+
+from ksi.interfaces import AgentOutcome, Invocation
+
+
+@attrs.define
+class WriteAnswer:
+    name: ClassVar[str] = "write-answer"
+    aliases: ClassVar[tuple[str, ...]] = ()
+    description: ClassVar[str] = "writes the answer it is given"
+    required_env: ClassVar[tuple[str, ...]] = ()
+    optional_env: ClassVar[tuple[str, ...]] = ()
+    answer: str = "42"
+
+    def check_tasks(self, tasks):
+        return []
+
+    def setup(self, ctx):
+        pass
+
+    def invocation(self, ctx):
+        return Invocation(argv=("sh", "-c", f"echo {self.answer} > repo/answer.txt"))
+
+    def outcome(self, ctx, result):
+        return AgentOutcome()
+"""
+
+EVAL_FILE = """
+from pathlib import Path
+from typing import ClassVar
+
+from ksi.models import EvalResult
+
+
+class Grader:
+    name: ClassVar[str] = "answer-grader"
+    aliases: ClassVar[tuple[str, ...]] = ()
+    description: ClassVar[str] = "1.0 when answer.txt says 42"
+    grades_in: ClassVar[str] = "host"
+
+    def grade(self, task, workdir, *, env=None, log_dir=None):
+        text = (Path(workdir) / "answer.txt").read_text().strip()
+        return EvalResult(status="scored", native_score=1.0 if text == "42" else 0.0)
+"""
+
+
+def test_unpackaged_agent_and_evaluator_by_file_reference(tmp_path: Path) -> None:
+    (tmp_path / "my_agent.py").write_text(AGENT_FILE)
+    (tmp_path / "my_eval.py").write_text(EVAL_FILE)
+    tasks = write_tasks(tmp_path / "t.jsonl", [{"task_id": "q", "prompt": "answer"}])
+    args = [
+        "run",
+        str(tasks),
+        "--agent",
+        "./my_agent.py:WriteAnswer",
+        "--evaluator",
+        "./my_eval.py:Grader",
+    ]
+    good = ksi(*args, "--run-dir", str(tmp_path / "good"), cwd=tmp_path)
+    assert good.returncode == 0, good.stderr
+    assert "solved: 1/1" in good.stdout
+    wrong = ksi(
+        *args, "--agent-option", "answer=41", "--run-dir", str(tmp_path / "bad"), cwd=tmp_path
+    )
+    assert "solved: 0/1" in wrong.stdout
+    missing = ksi(
+        "run", str(tasks), "--agent", "./nope.py:X", "--run-dir", str(tmp_path / "x"), cwd=tmp_path
+    )
+    assert missing.returncode == 2 and "does not exist" in missing.stderr
