@@ -86,8 +86,15 @@ def create_plugin(raw_name: str, dest: Path | None = None) -> tuple[PluginNames,
     for template in sorted(TEMPLATES.rglob("*.tmpl")):
         rel = template.relative_to(TEMPLATES).as_posix().removesuffix(".tmpl")
         out = target / rel.replace("__module__", names.module)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(render(template.read_text(encoding="utf-8"), names), encoding="utf-8")
+        text = render(template.read_text(encoding="utf-8"), names)
+        try:
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_text(text, encoding="utf-8")
+        except OSError as exc:
+            raise UserInputError(
+                f"--dir: cannot write the plugin into {target} ({exc.strerror or exc}: "
+                f"{exc.filename}); choose a directory you can create"
+            ) from exc
         written.append(out)
     return names, target, written
 

@@ -155,6 +155,24 @@ def test_bad_score_json_is_ignored_and_noted(
     assert len(notes) == 1 and why in notes[0], r.notes
 
 
+@pytest.mark.parametrize(
+    ("body", "why"),
+    [
+        ('{"score": ' + "1" * 400 + "}", "between 0 and 1"),  # float() overflows
+        ('{"score": ' + "1" * 5000 + "}", "more than 4300 digits"),  # int parse limit
+        ("[" * 60000, "nested too deeply"),  # RecursionError in the decoder
+    ],
+)
+def test_score_json_the_decoder_chokes_on_is_ignored_and_noted(
+    work: Path, body: str, why: str
+) -> None:
+    (work.parent / "body").write_text(body)
+    r = grade(f"cat {shlex.quote(str(work.parent / 'body'))} > score.json; exit 1", work)
+    assert (r.status, r.native_score, r.details["score_source"]) == ("scored", 0.0, "exit_code")
+    notes = [n for n in r.notes if n.startswith("score.json ignored")]
+    assert len(notes) == 1 and why in notes[0], r.notes
+
+
 def test_score_json_that_is_not_utf8_or_a_directory_is_noted(work: Path) -> None:
     r = grade(r"printf '\377\376' > score.json", work)
     assert r.native_score == 1.0 and any("not UTF-8" in n for n in r.notes)

@@ -99,8 +99,9 @@ def test_other_suffixes_are_rejected(tmp_path: Path) -> None:
 
 def test_missing_file_and_directory(tmp_path: Path) -> None:
     assert "does not exist" in only_problem(tmp_path / "nope.jsonl").message
-    (tmp_path / "dir.jsonl").mkdir()
-    assert "is a directory" in only_problem(tmp_path / "dir.jsonl").message
+    for name in ("dir.jsonl", "dir"):  # a directory is named as such, whatever its suffix
+        (tmp_path / name).mkdir()
+        assert "is a directory" in only_problem(tmp_path / name).message
 
 
 @pytest.mark.parametrize("content", [b"", b"\n\n  \n"])
@@ -230,7 +231,10 @@ def test_unknown_keys_rejected_at_every_level_with_a_suggestion(
 def test_unknown_key_far_from_any_valid_one_lists_the_valid_keys(tmp_path: Path) -> None:
     problem = only_problem(write_jsonl(tmp_path / "t.jsonl", {**MINIMAL, "zzz": 1}))
     assert "did you mean" not in problem.message
-    assert "Valid keys: task_id, prompt, workspace_dir, files, eval, solution" in problem.message
+    assert problem.message == (
+        "unknown key 'zzz' in the record. "
+        "Valid keys: task_id, prompt, workspace_dir, files, eval, solution"
+    )
 
 
 # -- starting files ------------------------------------------------------------------------
@@ -441,6 +445,9 @@ def test_agent_prompt_appends_the_repo_note() -> None:
     assert prompt.startswith("Fix the bug.\n\n")
     assert prompt.endswith(REPO_NOTE)
     assert "repo/" in REPO_NOTE and "current working directory" in REPO_NOTE
+    # The spec: the prompt says repo/ holds the starting files and to create or edit files there.
+    assert "holds this task's starting files" in REPO_NOTE
+    assert "Create or edit files there" in REPO_NOTE
     assert agent_prompt(TaskSpec(id="x", prompt=prompt)) == prompt  # never noted twice
 
 

@@ -109,6 +109,17 @@ def test_log_dir_gets_the_full_logs(tasks_file: Path, workspace: Path, tmp_path:
     assert (tmp_path / "logs" / "eval.stdout.log").read_text() == "right\n"
 
 
+def test_unusable_log_dir_exits_2_naming_it(
+    tasks_file: Path, workspace: Path, tmp_path: Path
+) -> None:
+    (tmp_path / "a-file").write_text("")
+    for bad in (tmp_path / "a-file", tmp_path / "a-file" / "logs"):
+        r = grade(tasks_file, "answer", workspace, "--log-dir", str(bad))
+        assert r.exit_code == 2, r.output
+        assert r.stderr.startswith(f"error: --log-dir: cannot create {str(bad)!r}"), r.stderr
+        assert "Traceback" not in r.output
+
+
 @pytest.mark.parametrize(("task_id", "status"), [("slow", "timeout"), ("manual", "no_eval")])
 def test_unscored_results_exit_1(
     tasks_file: Path, workspace: Path, task_id: str, status: str

@@ -97,6 +97,15 @@ def test_refuses_to_overwrite_a_non_empty_directory(tmp_path: Path) -> None:
     assert (tmp_path / "keep.txt").read_text() == "mine"
 
 
+def test_a_directory_that_cannot_be_created_exits_2_naming_it(tmp_path: Path) -> None:
+    (tmp_path / "a-file").write_text("")
+    target = tmp_path / "a-file" / "ksi-x"
+    result = CliRunner().invoke(plugins_cli(), ["plugins", "new", "x", "--dir", str(target)])
+    assert result.exit_code == 2, result.output
+    assert result.output.startswith(f"error: --dir: cannot write the plugin into {target}")
+    assert "Traceback" not in result.output
+
+
 def test_default_location_is_plugins_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     _, target, written = create_plugin("demo")

@@ -79,6 +79,14 @@ def grade_workspace(
             f"evaluator {reg.name!r} grades inside an attempt's environment; ksi grade can "
             "only run evaluators that grade on the host (use `ksi run` instead)"
         )
+    if log_dir is not None:
+        try:
+            log_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise UserInputError(
+                f"--log-dir: cannot create {str(log_dir)!r} ({exc.strerror or exc}); "
+                "give a directory path that can be created"
+            ) from exc
     tmp = Path(tempfile.mkdtemp(prefix="ksi-grade-"))
     copy = tmp / "repo"
     try:

@@ -75,6 +75,10 @@ def read_score_file(workdir: Path) -> ScoreFile:
             True,
             problem=f"{where}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}",
         )
+    except RecursionError:
+        return ScoreFile(True, problem=f"{where}: its JSON is nested too deeply to read")
+    except ValueError:  # the only other one: an integer over Python's 4300-digit limit
+        return ScoreFile(True, problem=f"{where}: a number in it has more than 4300 digits")
     return _score_from_json(data)
 
 
@@ -90,14 +94,23 @@ def _score_from_json(data: object) -> ScoreFile:
         return ScoreFile(
             True,
             problem=f'{where}: "score" must be a number from 0 to 1, got a JSON '
-            f"{_json_type(value)} ({json.dumps(value)[:40]})",
+            f"{_json_type(value)} ({_short_json(value)})",
         )
-    score = float(value)
+    try:
+        score = float(value)
+    except OverflowError:  # an integer too large for a float is far above 1
+        score = math.inf
     if not math.isfinite(score) or not 0.0 <= score <= 1.0:
         return ScoreFile(
-            True, problem=f'{where}: "score" must be between 0 and 1 inclusive, got {value!r}'
+            True,
+            problem=f'{where}: "score" must be between 0 and 1 inclusive, got {_short_json(value)}',
         )
     return ScoreFile(True, score=score)
+
+
+def _short_json(value: object) -> str:
+    text = json.dumps(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _json_type(value: object) -> str:

@@ -36,6 +36,7 @@ import posixpath
 import shutil
 import stat
 import subprocess
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import attrs
@@ -86,6 +87,36 @@ def is_protected_name(name: str) -> bool:
 def is_noise_name(name: str) -> bool:
     """``__pycache__`` and ``*.pyc``: dropped everywhere without being listed."""
     return name in NOISE_DIR_NAMES or name.endswith(NOISE_SUFFIXES)
+
+
+def walk_tree(
+    root: str, skip: Callable[[str], bool] = is_noise_name
+) -> Iterator[tuple[str, os.DirEntry[str]]]:
+    """``(relative path, entry)`` for everything under ``root`` whose name ``skip`` allows.
+
+    Only real directories are descended into (symlinks are never followed);
+    a directory that cannot be read, and an entry whose type cannot be told,
+    are passed over without a word (for read-only scans such as the seed's
+    test files and the diff; capture itself reports what it could not copy).
+    """
+    stack = [""]
+    while stack:
+        rel_dir = stack.pop()
+        try:
+            with os.scandir(os.path.join(root, rel_dir)) as it:
+                entries = list(it)
+        except OSError:
+            continue
+        for entry in entries:
+            if skip(entry.name):
+                continue
+            rel = os.path.join(rel_dir, entry.name) if rel_dir else entry.name
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    stack.append(rel)
+            except OSError:
+                continue
+            yield rel, entry
 
 
 def display_path(rel: str) -> str:
@@ -370,30 +401,19 @@ class _Capture:
 
 
 def _protected_seed_files(seed: str) -> dict[str, bool]:
-    """Test-named files of the seed: relative path -> whether it is a symlink."""
+    """Test-named files of the seed: relative path -> whether it is a symlink.
+
+    No seed (a task without starting files) or an unreadable corner of it gives fewer entries.
+    """
     found: dict[str, bool] = {}
-    stack = [""]
-    while stack:
-        rel_dir = stack.pop()
+    for rel, entry in walk_tree(seed, lambda name: is_noise_name(name) or name == SCORE_FILE_NAME):
         try:
-            with os.scandir(os.path.join(seed, rel_dir)) as it:
-                entries = list(it)
+            if is_protected_name(entry.name) and (
+                entry.is_symlink() or entry.is_file(follow_symlinks=False)
+            ):
+                found[rel] = entry.is_symlink()
         except OSError:
-            continue  # no seed (a task without starting files) or an unreadable corner of it
-        for entry in entries:
-            name = entry.name
-            if is_noise_name(name) or name == SCORE_FILE_NAME:
-                continue
-            rel = os.path.join(rel_dir, name) if rel_dir else name
-            try:
-                if entry.is_dir(follow_symlinks=False):
-                    stack.append(rel)
-                elif is_protected_name(name) and (
-                    entry.is_symlink() or entry.is_file(follow_symlinks=False)
-                ):
-                    found[rel] = entry.is_symlink()
-            except OSError:
-                continue
+            continue
     return found
 
 

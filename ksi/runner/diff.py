@@ -30,7 +30,7 @@ from pathlib import Path
 
 import attrs
 
-from ksi.runner.capture import is_noise_name, same_file_content
+from ksi.runner.capture import same_file_content, walk_tree
 
 #: Default cap on the size of one diff.patch (5 MiB).
 DEFAULT_MAX_DIFF_BYTES = 5 * 1024 * 1024
@@ -111,26 +111,13 @@ def write_diff(
 def _scan(root: str) -> dict[str, _Entry]:
     """Regular files and symlinks under ``root`` by relative path (symlinks not followed)."""
     found: dict[str, _Entry] = {}
-    stack = [""]
-    while stack:
-        rel_dir = stack.pop()
+    for rel, entry in walk_tree(root):
         try:
-            with os.scandir(os.path.join(root, rel_dir)) as it:
-                entries = list(it)
+            st = entry.stat(follow_symlinks=False)
         except OSError:
             continue
-        for entry in entries:
-            if is_noise_name(entry.name):
-                continue
-            rel = os.path.join(rel_dir, entry.name) if rel_dir else entry.name
-            try:
-                st = entry.stat(follow_symlinks=False)
-            except OSError:
-                continue
-            if stat.S_ISDIR(st.st_mode):
-                stack.append(rel)
-            elif stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode):
-                found[rel] = _Entry(entry.path, stat.S_ISLNK(st.st_mode), st.st_mode, st.st_size)
+        if stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode):
+            found[rel] = _Entry(entry.path, stat.S_ISLNK(st.st_mode), st.st_mode, st.st_size)
     return found
 
 

@@ -93,8 +93,7 @@ def _is_clean_text(text: str) -> bool:
 def _unknown_key_message(key: str, valid: tuple[str, ...], where: str) -> str:
     msg = f"unknown key {key!r} {where}"
     close = difflib.get_close_matches(key, valid, n=1, cutoff=0.6)
-    if close:
-        msg += f"; did you mean {close[0]!r}?"
+    msg += f"; did you mean {close[0]!r}?" if close else "."
     return msg + f" Valid keys: {', '.join(valid)}"
 
 
@@ -440,6 +439,10 @@ def _loads(text: str) -> Any:
 def read_raw_records(path: Path, display: str) -> tuple[list[tuple[str, Any]], list[Problem]]:
     """Parse ``path`` into ``(location, value)`` pairs; problems for what cannot be parsed."""
     suffix = path.suffix.lower()
+    if path.is_dir():
+        return [], [
+            Problem(display, "is a directory; give the path of a .json or .jsonl tasks file")
+        ]
     if suffix not in JSON_SUFFIXES + JSONL_SUFFIXES:
         return [], [
             Problem(
@@ -453,10 +456,6 @@ def read_raw_records(path: Path, display: str) -> tuple[list[tuple[str, Any]], l
         data = path.read_bytes()
     except FileNotFoundError:
         return [], [Problem(display, "tasks file does not exist; check the path")]
-    except IsADirectoryError:
-        return [], [
-            Problem(display, "is a directory; give the path of a .json or .jsonl tasks file")
-        ]
     except OSError as exc:
         return [], [Problem(display, f"cannot read tasks file: {exc.strerror or exc}")]
     if data.startswith(codecs.BOM_UTF8):
