@@ -20,7 +20,7 @@ import subprocess
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import IO
 
@@ -57,13 +57,22 @@ def new_tag() -> str:
 #
 # Scanning /proc for tagged processes costs a read per process on the machine,
 # twice per attempt. KSI makes itself a child subreaper instead: when a process
-# of an attempt exits, whatever it left running is re-parented to KSI, not to
-# init. So once an attempt's main process is reaped, something of its tree is
-# still alive only if KSI has a child that is neither a main process it is
-# waiting for, nor one in KSI's own session (every process run_process starts
-# is in a session of its own, and no process can join KSI's). Only then is the
-# full scan needed. Orphans that die become zombie children of KSI and are
-# reaped here, never a child some other code waits for.
+# of an attempt exits, whatever it left running is re-parented to KSI (to its
+# main thread), not to init. So once an attempt's main process is reaped,
+# something of its tree is still alive only if KSI's main thread has a live
+# child that is neither a main process it is waiting for, nor one in KSI's own
+# session (every process run_process starts is in a session of its own, and no
+# process can join KSI's). Only then is the full scan needed.
+#
+# Dead orphans are zombie children of KSI and must be reaped here, but never a
+# child some other code will wait for (its ``wait()`` would report exit code 0).
+# A child KSI forked itself starts in KSI's session and can leave it only by
+# calling ``setsid``, which makes it a session leader; so a zombie outside
+# KSI's session that is not a session leader was re-parented here and is
+# ours. A zombie session leader may be another code's child and is left alone,
+# unless kill_tree found it in the attempt's tree (killed it, or saw it as the
+# unreaped child of a process it killed). The cost: a session leader an attempt
+# left that exits by itself, unreaped, stays a zombie until KSI exits.
 
 _PR_SET_CHILD_SUBREAPER = 36
 _MAINS: set[int] = set()
@@ -100,26 +109,35 @@ def _own_children() -> set[int]:
 
 
 def _foreign_orphans() -> list[int]:
-    """Children of KSI left by attempts (reaping those that already died)."""
+    """Live children of KSI left by attempts (reaping the dead ones that are surely ours)."""
     my_sid = os.getsid(0)
-    with _MAINS_LOCK:
-        mains = set(_MAINS)
+    with _MAINS_LOCK:  # a main forked but not yet registered is not taken for an orphan
+        candidates = _own_children() - _MAINS
     orphans = []
-    for pid in _own_children() - mains:
+    for pid in candidates:
         try:
-            if os.getsid(pid) == my_sid:
-                continue  # started by other code in KSI's session (docker CLI...), not ours
+            sid = os.getsid(pid)
         except OSError:
             continue
+        if sid == my_sid:
+            continue  # started by other code in KSI's session (docker CLI...), not ours
         st = _stat(str(pid))
         if st is None:
             continue
         if st[0] in ("Z", "X"):
-            with contextlib.suppress(ChildProcessError, OSError):
-                os.waitpid(pid, os.WNOHANG)
+            if sid != pid:  # see above: a session leader may be another code's child
+                _reap([pid])
             continue
         orphans.append(pid)
     return orphans
+
+
+def _reap(pids: Iterable[int]) -> None:
+    """Collect those of ``pids`` that are dead children of KSI, except registered mains."""
+    with _MAINS_LOCK:  # a main is reaped by its own Popen, which then unregisters it
+        for pid in set(pids) - _MAINS:
+            with contextlib.suppress(ChildProcessError, OSError):
+                os.waitpid(pid, os.WNOHANG)
 
 
 def _tree_is_gone(pgid: int) -> bool:
@@ -145,8 +163,8 @@ def _tags_of(environ: bytes, var: str = TAG_VAR) -> set[str]:
     return set()
 
 
-def _stat(pid: str) -> tuple[str, int] | None:
-    """``(state, pgrp)`` of a process, or None when it is gone."""
+def _stat(pid: str) -> tuple[str, int, int] | None:
+    """``(state, ppid, pgrp)`` of a process, or None when it is gone."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as fh:
             data = fh.read()
@@ -155,26 +173,31 @@ def _stat(pid: str) -> tuple[str, int] | None:
     # "pid (comm) state ppid pgrp ..."; comm may hold spaces and parentheses.
     fields = data[data.rfind(b")") + 2 :].split()
     try:
-        return fields[0].decode(), int(fields[2])
+        return fields[0].decode(), int(fields[1]), int(fields[2])
     except (IndexError, ValueError):
         return None
 
 
-def _live_pids(tag: str, pgid: int | None = None, var: str = TAG_VAR) -> list[int]:
-    """Live (non-zombie) processes carrying ``tag`` or belonging to process group ``pgid``."""
+def _scan(tag: str, pgid: int | None, var: str = TAG_VAR) -> tuple[list[int], list[int]]:
+    """``(live, dead)``: live (non-zombie) processes carrying ``tag`` or in group ``pgid``,
+    and the zombie children of those (KSI's to reap once their parent is killed)."""
     me = os.getpid()
     found = []
+    zombies = []
     try:
         entries = os.listdir("/proc")
     except OSError:
-        return []
+        return [], []
     for entry in entries:
         if not entry.isdigit() or int(entry) == me:
             continue
         st = _stat(entry)
-        if st is None or st[0] in ("Z", "X"):
-            continue  # gone, or dead and only waiting to be reaped
-        if pgid is not None and st[1] == pgid:
+        if st is None:
+            continue
+        if st[0] in ("Z", "X"):
+            zombies.append((int(entry), st[1]))  # dead and only waiting to be reaped
+            continue
+        if pgid is not None and st[2] == pgid:
             found.append(int(entry))
             continue
         try:
@@ -184,27 +207,25 @@ def _live_pids(tag: str, pgid: int | None = None, var: str = TAG_VAR) -> list[in
             continue
         if tag in _tags_of(data, var):
             found.append(int(entry))
-    return found
+    live = set(found)
+    return found, [pid for pid, parent in zombies if parent in live]
 
 
-def tagged_pids(tag: str) -> list[int]:
-    """Live processes whose environment carries ``KSI_PROC_TAG`` with ``tag`` in it."""
-    return _live_pids(tag)
-
-
-def _signal_all(pgid: int | None, tag: str, sig: int, var: str = TAG_VAR) -> list[int]:
-    """Signal the group and every tagged process; return the pids found alive.
+def _signal_all(
+    pgid: int | None, tag: str, sig: int, var: str = TAG_VAR
+) -> tuple[list[int], list[int]]:
+    """Signal the group and every tagged process; return :func:`_scan`'s ``(live, dead)``.
 
     The scan comes first so that processes the group signal kills are counted too.
     """
-    pids = _live_pids(tag, pgid, var)
+    pids, dead = _scan(tag, pgid, var)
     if pgid is not None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pgid, sig)
     for pid in pids:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, sig)
-    return pids
+    return pids, dead
 
 
 def kill_tree(
@@ -221,26 +242,33 @@ def kill_tree(
     main process, not counted). ``reap`` collects our own child once it dies,
     so that a zombie group leader does not look alive. SIGKILL is repeated
     because a process may fork between one scan of ``/proc`` and the next.
+    What was killed, and the zombies those processes had not reaped, are
+    re-parented to KSI (the subreaper) and reaped here: no other code waits
+    for them.
     """
-    seen = set(_signal_all(pgid, tag, signal.SIGTERM, tag_var))
+    alive, dead = _signal_all(pgid, tag, signal.SIGTERM, tag_var)
+    seen, zombies = set(alive), set(dead)
     if seen:
         deadline = time.monotonic() + grace
         while time.monotonic() < deadline:
             if reap is not None:
                 reap()
-            alive = _live_pids(tag, pgid, tag_var)
+            alive, dead = _scan(tag, pgid, tag_var)
             seen.update(alive)
+            zombies.update(dead)
             if not alive:
                 break
             time.sleep(0.05)
         for _ in range(200):
-            alive = _signal_all(pgid, tag, signal.SIGKILL, tag_var)
+            alive, dead = _signal_all(pgid, tag, signal.SIGKILL, tag_var)
             seen.update(alive)
+            zombies.update(dead)
             if reap is not None:
                 reap()
             if not alive:
                 break
             time.sleep(0.01)
+        _reap(seen | zombies)
     seen.discard(exclude if exclude is not None else -1)
     return len(seen)
 
@@ -435,7 +463,7 @@ def run_process(
         stragglers = 0
     else:
         stragglers = kill_tree(pgid, tag, reap=proc.poll, exclude=proc.pid)
-        _foreign_orphans()  # reap the stragglers just killed, now zombie children of KSI
+        _foreign_orphans()  # reap the tree's orphans that died by themselves (not scanned)
     proc.wait()
     _forget_main(proc.pid)
     for c in copiers:

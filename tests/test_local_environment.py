@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import sys
 import threading
+import time
 import uuid
 from pathlib import Path
 
@@ -342,3 +344,47 @@ def test_local_is_registered_and_says_it_does_not_isolate() -> None:
     env.prepare([TaskSpec(id="t")])
     assert env.cleanup(None) == 0
     assert env.cleanup("some-run") == 0
+
+
+def _state(pid: int) -> bytes:
+    stat = Path(f"/proc/{pid}/stat").read_bytes()
+    return stat[stat.rfind(b")") + 2 :].split()[0]
+
+
+def _zombie_children() -> list[int]:
+    """Children of this process's main thread that died and were never reaped."""
+    children = Path(f"/proc/self/task/{os.getpid()}/children").read_text().split()
+    return [int(p) for p in children if _state(int(p)) == b"Z"]
+
+
+def test_the_exit_status_of_another_codes_child_is_left_to_it(tmp_path: Path) -> None:
+    """KSI reaps orphans of attempts, never a child some other code will wait for.
+
+    A child in a session of its own, dead but not yet waited for, looks like an
+    orphan an attempt left behind; taking its status would make its owner's
+    ``wait()`` report 0 instead of its real exit code.
+    """
+    other = subprocess.Popen(["/bin/sh", "-c", "exit 3"], start_new_session=True)
+    while _state(other.pid) != b"Z":
+        time.sleep(0.01)
+    res = run_process(
+        ["/bin/sh", "-c", "exit 0"],
+        cwd=tmp_path,
+        env={"PATH": os.environ["PATH"]},
+        timeout=30,
+        stdout_path=None,
+        stderr_path=None,
+    )
+    assert res.exit_code == 0
+    assert other.wait() == 3
+
+
+def test_stragglers_killed_in_their_own_session_are_reaped(handle: LocalHandle) -> None:
+    """A left-behind session leader, killed, does not stay a zombie child of KSI."""
+    if shutil.which("setsid") is None:
+        pytest.skip("needs setsid(1)")
+    marker = _marker()
+    res = _exec(handle, _sh(f"(setsid sleep {marker} &); echo started"), timeout=30)
+    assert res.stragglers_killed >= 1
+    assert _alive_with(marker) == []
+    assert _zombie_children() == []

@@ -41,6 +41,18 @@ def attempt_env(ctx: AgentContext) -> dict[str, str]:
     return env
 
 
+def write_prompt(ctx: AgentContext) -> None:
+    """Write the prompt to :data:`PROMPT_FILE` (every agent, built-in or CLI, can read it)."""
+    path = ctx.host_workspace / PROMPT_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(ctx.prompt, encoding="utf-8")
+
+
+def prompt_path(ctx: AgentContext) -> str:
+    """The prompt file as the agent's process sees it."""
+    return f"{ctx.workspace_path.rstrip('/')}/{PROMPT_FILE}"
+
+
 def outcome_from_exit(result: ExecResult | None) -> AgentOutcome:
     """Classify a finished process: 0 completed, timeout, nonzero crashed, no start error.
 
@@ -102,15 +114,10 @@ class CommandAgent:
 
     def setup(self, ctx: AgentContext) -> None:
         """Write the prompt to ``<workspace>/.ksi/prompt.md``."""
-        path = ctx.host_workspace / PROMPT_FILE
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(ctx.prompt, encoding="utf-8")
+        write_prompt(ctx)
 
     def invocation(self, ctx: AgentContext) -> Invocation:
-        env = {
-            **attempt_env(ctx),
-            "KSI_PROMPT_FILE": f"{ctx.workspace_path.rstrip('/')}/{PROMPT_FILE}",
-        }
+        env = {**attempt_env(ctx), "KSI_PROMPT_FILE": prompt_path(ctx)}
         if len(ctx.prompt.encode("utf-8")) <= PROMPT_ENV_MAX_BYTES:
             env["KSI_PROMPT"] = ctx.prompt
         assert self.cmd is not None  # the validator guarantees it

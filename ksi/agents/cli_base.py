@@ -30,6 +30,7 @@ from typing import Any, ClassVar
 
 import attrs
 
+from ksi.agents.builtin import PROMPT_ENV_MAX_BYTES, prompt_path, write_prompt
 from ksi.agents.errors import classify_text, first_line
 from ksi.interfaces import AgentContext, AgentOutcome, ExecResult, Invocation, Usage
 from ksi.models import TaskSpec
@@ -37,11 +38,7 @@ from ksi.proc import read_tail
 
 #: Linux refuses a single argv string longer than MAX_ARG_STRLEN (128 KiB);
 #: prompts above this many bytes go through stdin or the prompt file instead.
-PROMPT_ARG_LIMIT = 100_000
-
-#: Where the prompt is written in the workspace (shared convention with the
-#: built-in agents: ``<workspace>/.ksi/prompt.md``).
-PROMPT_RELPATH = ".ksi/prompt.md"
+PROMPT_ARG_LIMIT = PROMPT_ENV_MAX_BYTES
 
 #: How much of each log the outcome reads for error text.
 _TAIL_BYTES = 16_384
@@ -249,11 +246,9 @@ class CliAgent:
 
     def setup(self, ctx: AgentContext) -> None:
         """Write the prompt file (every CLI can fall back to it); drop a stale trajectory."""
-        ksi_dir = ctx.host_workspace / ".ksi"
-        ksi_dir.mkdir(parents=True, exist_ok=True)
-        (ctx.host_workspace / PROMPT_RELPATH).write_text(ctx.prompt, encoding="utf-8")
+        write_prompt(ctx)
         if self.trajectory_file:
-            (ksi_dir / self.trajectory_file).unlink(missing_ok=True)
+            (ctx.host_workspace / ".ksi" / self.trajectory_file).unlink(missing_ok=True)
 
     def invocation(self, ctx: AgentContext) -> Invocation | None:
         argv, stdin = self.command(ctx)
@@ -324,10 +319,8 @@ class CliAgent:
             shutil.copyfile(src, ctx.attempt_dir / self.trajectory_file)
 
     # -- helpers for subclasses -----------------------------------------
-    @staticmethod
-    def prompt_path(ctx: AgentContext) -> str:
-        """The prompt file as the agent's process sees it."""
-        return ctx.workspace_path.rstrip("/") + "/" + PROMPT_RELPATH
+    #: The prompt file as the agent's process sees it.
+    prompt_path = staticmethod(prompt_path)
 
     @staticmethod
     def fits_argv(prompt: str) -> bool:

@@ -53,7 +53,7 @@ from ksi.errors import EnvironmentFailure, UserInputError
 from ksi.hookspecs import hookimpl
 from ksi.interfaces import AttemptContext, ExecResult, Invocation
 from ksi.models import TaskSpec
-from ksi.proc import TAG_VAR, ProcResult, kill_tree, new_tag, read_tail, run_process
+from ksi.proc import TAG_VAR, ProcResult, new_tag, read_tail, run_process
 
 #: Label naming the run a container belongs to (``ksi cleanup`` selects on it).
 LABEL_RUN = "ksi.run"
@@ -423,34 +423,18 @@ class DockerHandle:
             argv.append("-i")
         argv += ["-w", cwd, *_env_flags(env, tag), self.container]
         argv += ["sh", "-c", EXEC_WRAPPER, "ksi-exec", *invocation.argv]
-        # The timeout is enforced here rather than by run_process: waiting without a timeout
-        # blocks in waitpid, where a timed wait polls and adds ~35 ms to every exec.
-        fired = threading.Event()
-
-        def on_timeout() -> None:
-            fired.set()
-            kill_tree(None, tag, grace=0.5)  # the docker client, and what it runs if visible
-
-        timer = threading.Timer(timeout, on_timeout) if timeout is not None else None
-        if timer is not None:
-            timer.daemon = True
-            timer.start()
-        try:
-            res = run_process(
-                argv,
-                cwd=self.host_workspace,
-                env=_client_env_for(env),
-                timeout=None,
-                stdout_path=stdout_path,
-                stderr_path=stderr_path,
-                stdin=invocation.stdin,
-                log_cap_bytes=log_cap_bytes,
-                tag=tag,
-            )
-        finally:
-            if timer is not None:
-                timer.cancel()
-        timed_out = fired.is_set()
+        res = run_process(
+            argv,
+            cwd=self.host_workspace,
+            env=_client_env_for(env),
+            timeout=timeout,
+            stdout_path=stdout_path,
+            stderr_path=stderr_path,
+            stdin=invocation.stdin,
+            log_cap_bytes=log_cap_bytes,
+            tag=tag,
+        )
+        timed_out = res.timed_out
         stragglers = res.stragglers_killed
         if timed_out:
             # Killing the docker client does not kill what it started in the container.
