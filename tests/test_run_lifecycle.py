@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 import pytest
 
 import ksi
+from ksi.errors import UserInputError
 from ksi.hookspecs import hookimpl
 from ksi.interfaces import AgentContext, AgentOutcome, ExecResult, Invocation, Usage
 from ksi.plugins import register_plugin
@@ -311,3 +312,67 @@ def test_regrade_neither_doubles_spend_nor_reopens_retries(tmp_path: Path) -> No
     again = ksi.run(tasks, agent=_CostlyAgent(), run_dir=tmp_path / "run", retries=1)
     assert len(journal_lines(tmp_path / "run")) == 2, "a regraded, scored attempt is not retried"
     assert again.total_cost_usd == pytest.approx(1.0)
+
+
+def test_budget_reached_by_the_last_attempt_leaves_the_run_complete(tmp_path: Path) -> None:
+    tasks = write_tasks(
+        tmp_path / "tasks.jsonl", [dict(HELLO_TASK, task_id=f"t{i}") for i in range(2)]
+    )
+    opts: dict[str, Any] = {
+        "agent": _CostlyAgent(),
+        "run_dir": tmp_path / "run",
+        "concurrency": 1,
+        "max_cost_usd": 2.0,
+    }
+    summary = ksi.run(tasks, **opts)
+    assert summary.n_attempts == 2 and summary.solved_tasks == 2
+    assert summary.run_complete is True, "every attempt ran: nothing was left unlaunched"
+    assert summary.stopped_reason == ""
+    again = ksi.run(tasks, **opts)
+    assert again.run_complete is True and again.stopped_reason == ""
+
+
+class _NamelessAgent:
+    """An agent object with no ``name``: a Python API user's quick class."""
+
+    def setup(self, ctx: AgentContext) -> None:
+        pass
+
+    def invocation(self, ctx: AgentContext) -> Invocation | None:
+        return Invocation(argv=("sh", "-c", "echo hi > repo/hello.txt"))
+
+    def outcome(self, ctx: AgentContext, result: ExecResult | None) -> AgentOutcome:
+        return AgentOutcome()
+
+
+def test_api_resumes_with_a_new_instance_of_the_same_agent(tmp_path: Path) -> None:
+    tasks = write_tasks(tmp_path / "tasks.jsonl", [HELLO_TASK])
+    first = ksi.run(tasks, agent=_NamelessAgent(), run_dir=tmp_path / "run")
+    again = ksi.run(tasks, agent=_NamelessAgent(), run_dir=tmp_path / "run")
+    assert first.solved_tasks == again.solved_tasks == 1
+    assert len(journal_lines(tmp_path / "run")) == 1
+
+
+def test_api_refuses_options_for_a_ready_agent_instance(tmp_path: Path) -> None:
+    tasks = write_tasks(tmp_path / "tasks.jsonl", [HELLO_TASK])
+    with pytest.raises(UserInputError, match="takes no options"):
+        ksi.run(tasks, agent=_CostlyAgent(), agent_options={"x": "1"}, run_dir=tmp_path / "run")
+    assert not (tmp_path / "run").exists(), "nothing runs with options it would ignore"
+
+
+def test_api_rejects_out_of_range_options_before_running(tmp_path: Path) -> None:
+    tasks = write_tasks(tmp_path / "tasks.jsonl", [HELLO_TASK])
+    with pytest.raises(UserInputError) as info:
+        ksi.run(
+            tasks,
+            agent="nop",
+            attempts=0,
+            concurrency=0,
+            wipe_workspace="false",
+            run_dir=tmp_path / "run",
+        )
+    message = str(info.value)
+    assert "attempts: expected an integer >= 1, got 0" in message
+    assert "concurrency: expected an integer >= 1" in message
+    assert "wipe_workspace: expected True or False, got 'false'" in message
+    assert not (tmp_path / "run").exists()

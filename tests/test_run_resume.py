@@ -2,19 +2,27 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
+import uuid
 from pathlib import Path
+from typing import Any, ClassVar
 
 import pytest
 
 import ksi
+from ksi.environments.local import LocalEnvironment
 from ksi.errors import RunError
+from ksi.hookspecs import hookimpl
+from ksi.runner.engine import RunInterrupted
 from ksi.runner.journal import Journal, read_records
+from ksi.runner.models import RunInfo
 from tests.run_helpers import journal_lines, pids_with_marker, write_tasks
 from tests.run_helpers import ksi as ksi_cli
 
@@ -63,7 +71,7 @@ def _wait_for_records(run_dir: Path, n: int, proc: subprocess.Popen[str]) -> Non
 def test_kill_9_then_resume_gives_exactly_one_record_per_attempt(tmp_path: Path) -> None:
     tasks = _tasks(tmp_path, 8)
     run_dir = tmp_path / "run"
-    marker = f"ksi-kill9-{os.getpid()}"
+    marker = f"ksi-kill9-{uuid.uuid4().hex}"
     cmd = f"sleep 0.4 # {marker}\necho > repo/ok.txt"
     proc = _start_run(tasks, run_dir, cmd, "--concurrency", "2", "--attempts", "2")
     _wait_for_records(run_dir, 3, proc)
@@ -100,7 +108,7 @@ def test_kill_9_then_resume_gives_exactly_one_record_per_attempt(tmp_path: Path)
 def test_ctrl_c_stops_cleanly_and_prints_the_resume_command(tmp_path: Path) -> None:
     tasks = _tasks(tmp_path, 6)
     run_dir = tmp_path / "run"
-    marker = f"ksi-ctrlc-{os.getpid()}"
+    marker = f"ksi-ctrlc-{uuid.uuid4().hex}"
     cmd = f"sleep 1000 # {marker}"
     proc = _start_run(tasks, run_dir, cmd, "--concurrency", "2")
     deadline = time.monotonic() + 30
@@ -237,7 +245,7 @@ def test_resume_flag_reuses_the_stored_configuration(tmp_path: Path) -> None:
 def test_kill_9_leftover_agents_are_ended_by_cleanup_and_resume(tmp_path: Path) -> None:
     tasks = _tasks(tmp_path, 2)
     run_dir = tmp_path / "run"
-    marker = f"ksi-leftover-{os.getpid()}"
+    marker = f"ksi-leftover-{uuid.uuid4().hex}"
     cmd = f"sleep 1000 # {marker}"
     proc = _start_run(tasks, run_dir, cmd, "--concurrency", "2", "--timeout", "3000")
     deadline = time.monotonic() + 30
@@ -253,3 +261,146 @@ def test_kill_9_leftover_agents_are_ended_by_cleanup_and_resume(tmp_path: Path) 
     while pids_with_marker(marker) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert pids_with_marker(marker) == []
+
+
+class _InterruptedWhileStarting(LocalEnvironment):
+    """Ctrl-C arrives while an attempt is still starting its environment."""
+
+    starters: ClassVar[list[threading.Thread]] = []
+
+    def start(self, ctx: Any) -> Any:
+        self.starters.append(threading.current_thread())
+        signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)
+        time.sleep(0.3)  # the runner handles the interrupt meanwhile
+        return super().start(ctx)
+
+
+def test_ctrl_c_while_an_attempt_starts_never_leaves_its_agent_running(tmp_path: Path) -> None:
+    tasks = _tasks(tmp_path, 1)
+    marker = f"ksi-late-start-{uuid.uuid4().hex}"
+    try:
+        with pytest.raises(RunInterrupted, match="ksi run --resume"):
+            ksi.run(
+                tasks,
+                agent="command",
+                agent_options={"cmd": f"sleep 1000 # {marker}"},
+                environment=_InterruptedWhileStarting(),
+                run_dir=tmp_path / "run",
+                timeout_sec=60,
+            )
+        (starter,) = _InterruptedWhileStarting.starters
+        starter.join(timeout=30)
+        assert not starter.is_alive(), "the attempt went on after the run was interrupted"
+        assert pids_with_marker(marker) == []
+        assert journal_lines(tmp_path / "run") == []
+    finally:
+        for pid in pids_with_marker(marker):
+            os.kill(pid, signal.SIGKILL)
+
+
+COSTLY_AGENT = """
+from typing import ClassVar
+
+from ksi.interfaces import AgentOutcome, Invocation, Usage
+
+
+class Costly:
+    name: ClassVar[str] = "costly"
+    aliases: ClassVar[tuple[str, ...]] = ()
+    description: ClassVar[str] = "reports $1 per attempt"
+
+    def setup(self, ctx):
+        pass
+
+    def invocation(self, ctx):
+        return Invocation(argv=("sh", "-c", "echo > repo/ok.txt"))
+
+    def outcome(self, ctx, result):
+        return AgentOutcome(usage=Usage(cost_usd=1.0))
+"""
+
+
+def test_resume_takes_a_raised_budget_and_the_tasks_path(tmp_path: Path) -> None:
+    (tmp_path / "costly.py").write_text(COSTLY_AGENT)
+    tasks = _tasks(tmp_path, 4)
+    run_dir = tmp_path / "run"
+    first = ksi_cli(
+        "run",
+        str(tasks),
+        "--agent",
+        "./costly.py:Costly",
+        "--max-cost",
+        "1.5",
+        "--concurrency",
+        "1",
+        "--run-dir",
+        str(run_dir),
+        cwd=tmp_path,
+    )
+    assert first.returncode == 0, first.stderr
+    assert len(journal_lines(run_dir)) == 2
+    same = ksi_cli("run", "--resume", "--run-dir", str(run_dir), cwd=tmp_path)
+    assert same.returncode == 0, same.stderr
+    assert len(journal_lines(run_dir)) == 2, "the stored budget still holds"
+    raised = ksi_cli(
+        "run", str(tasks), "--resume", "--run-dir", str(run_dir), "--max-cost", "10", cwd=tmp_path
+    )
+    assert raised.returncode == 0, raised.stderr
+    assert len(journal_lines(run_dir)) == 4
+    assert "solved: 4/4" in raised.stdout and "run: complete" in raised.stdout
+    assert json.loads((run_dir / "run.json").read_text())["config"]["max_cost_usd"] == 10.0
+
+
+def test_regrade_refuses_a_run_that_is_going(tmp_path: Path) -> None:
+    from ksi.runner.regrade import regrade_run
+
+    tasks = _tasks(tmp_path, 1)
+    run_dir = tmp_path / "run"
+    ksi.run(tasks, agent="command", agent_options={"cmd": "echo > repo/ok.txt"}, run_dir=run_dir)
+    with open(run_dir / ".lock", "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        with pytest.raises(RunError, match="another `ksi` command is using this run directory"):
+            regrade_run(run_dir)
+    assert len(journal_lines(run_dir)) == 1
+
+
+def test_corrupt_run_json_is_a_clear_error(tmp_path: Path) -> None:
+    tasks = _tasks(tmp_path, 1)
+    run_dir = tmp_path / "run"
+    ksi.run(tasks, agent="command", agent_options={"cmd": "true"}, run_dir=run_dir)
+    (run_dir / "run.json").write_text('{"run_id": ')
+    for args in (("report", str(run_dir)), ("run", "--resume", "--run-dir", str(run_dir))):
+        result = ksi_cli(*args)
+        assert result.returncode == 2, result.stderr
+        assert "run.json" in result.stderr and "Traceback" not in result.stderr
+
+
+class _RunJsonAtStart:
+    def __init__(self) -> None:
+        self.seen: list[Any] = []
+
+    @hookimpl
+    def ksi_run_started(self, run: RunInfo) -> None:
+        self.seen.append(json.loads((run.run_dir / "run.json").read_text())["run_complete"])
+
+
+def test_a_resumed_run_is_not_complete_while_it_goes(tmp_path: Path) -> None:
+    from ksi.plugins import register_plugin
+
+    flag = tmp_path / "second-time"
+    slow_once = f"if [ -f {flag} ]; then exit 0; fi; touch {flag}; sleep 30"
+    tasks = write_tasks(
+        tmp_path / "tasks.jsonl",
+        [dict(TASK, eval={"command": slow_once, "timeout_sec": 1})],
+    )
+    opts: dict[str, Any] = {"agent": "nop", "run_dir": tmp_path / "run"}
+    first = ksi.run(tasks, **opts)
+    assert first.run_complete and first.unscored_attempts == 1
+    watcher = _RunJsonAtStart()
+    unregister = register_plugin(watcher, name="run-json-watcher")
+    try:
+        again = ksi.run(tasks, retries=1, **opts)
+    finally:
+        unregister()
+    assert watcher.seen == [False], "a retry is running: the run is not complete meanwhile"
+    assert again.run_complete and again.tasks[0].best_score == 1.0

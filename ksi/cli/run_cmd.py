@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import signal
 import tempfile
 from pathlib import Path
 from typing import Annotated, Any
 
+import attrs
 import typer
 
 from ksi.cli.common import echo_json, handle_errors, is_tty
@@ -49,6 +49,7 @@ def _parse_wipe(value: str) -> bool:
 
 
 def run_command(
+    ctx: typer.Context,
     tasks: Annotated[Path | None, typer.Argument(help="Tasks file or directory.")] = None,
     tasks_path: Annotated[Path | None, typer.Option("--tasks-path", help="Same as TASKS.")] = None,
     task_source: Annotated[str, typer.Option(help="Task source name.")] = "custom",
@@ -128,19 +129,45 @@ def run_command(
         if resume and run_name is None:
             raise UserInputError("--resume needs --run-dir (or --runs-root and --run-name)")
         run_dir = default_run_dir(runs_root, run_name)
-    layout = RunLayout(run_dir)
-    if resume and not layout.run_json.exists():
-        raise UserInputError(f"--resume: {run_dir} holds no run (no run.json)")
-    stored_config: dict[str, Any] = {}
-    if layout.run_json.exists():
-        stored_config = json.loads(layout.run_json.read_text()).get("config", {})
-    if resume and path is None and agent is None:
-        config = RunConfig(**{k: v for k, v in stored_config.items() if k in _config_fields()})
-        if concurrency is not None:
-            config.concurrency = concurrency
-        config.retries = max(config.retries, retries)
-        if output_json is not None:
-            config.output_json = str(output_json.resolve())
+    fields: dict[str, Any] = {
+        "agent": agent,
+        "task_source": task_source,
+        "tasks_path": str(path.resolve()) if path is not None else None,
+        "agent_options": parse_key_values(agent_option or [], "--agent-option"),
+        "model": model,
+        "environment": environment,
+        "environment_options": env_options,
+        "evaluator": evaluator,
+        "evaluator_options": parse_key_values(evaluator_option or [], "--evaluator-option"),
+        "eval_in": _check_choice("--eval-in", eval_in, ("host", "environment")),
+        "executor": executor,
+        "attempts": attempts,
+        "concurrency": concurrency or default_concurrency(),
+        "timeout_sec": timeout,
+        "task_ids": _split_ids(task_ids),
+        "max_tasks": max_tasks,
+        "wipe_workspace": _parse_wipe(wipe_workspace_per_task),
+        "retries": retries,
+        "solved_threshold": solved_threshold,
+        "max_cost_usd": max_cost,
+        "agent_env": list(agent_env or []),
+        "output_json": str(output_json.resolve()) if output_json else None,
+    }
+    if resume:
+        # The stored configuration, with whatever this command line gives on top
+        # (a raised --max-cost, more --retries...); key options are checked by the runner.
+        stored = RunLayout(run_dir).read_run_json().get("config", {})
+        given = {_PARAM_FIELDS.get(name, name) for name in ctx.params if _given(ctx, name)}
+        config_fields = {f.name for f in attrs.fields(RunConfig)}
+        merged = {k: v for k, v in stored.items() if k in config_fields}
+        merged.update({k: fields[k] for k in given if k in config_fields})
+        if "environment_options" in given:
+            merged["environment_options"] = {
+                **stored.get("environment_options", {}),
+                **fields["environment_options"],
+            }
+        merged["retries"] = max(int(stored.get("retries", 0)), retries)
+        config = RunConfig(**merged)
     else:
         if agent is None:
             raise UserInputError(
@@ -148,30 +175,7 @@ def run_command(
             )
         if path is None:
             raise UserInputError("give the tasks: ksi run TASKS_PATH --agent NAME")
-        config = RunConfig(
-            agent=agent,
-            task_source=task_source,
-            tasks_path=str(path.resolve()),
-            agent_options=parse_key_values(agent_option or [], "--agent-option"),
-            model=model,
-            environment=environment,
-            environment_options=env_options,
-            evaluator=evaluator,
-            evaluator_options=parse_key_values(evaluator_option or [], "--evaluator-option"),
-            eval_in=_check_choice("--eval-in", eval_in, ("host", "environment")),
-            executor=executor,
-            attempts=attempts,
-            concurrency=concurrency or default_concurrency(),
-            timeout_sec=timeout,
-            task_ids=_split_ids(task_ids),
-            max_tasks=max_tasks,
-            wipe_workspace=_parse_wipe(wipe_workspace_per_task),
-            retries=retries,
-            solved_threshold=solved_threshold,
-            max_cost_usd=max_cost,
-            agent_env=list(agent_env or []),
-            output_json=str(output_json.resolve()) if output_json else None,
-        )
+        config = RunConfig(**fields)
     _sigterm_as_interrupt()
     runner = Runner(config, run_dir, progress=_progress())
     summary = runner.run()
@@ -180,10 +184,26 @@ def run_command(
     print_summary(summary, rich_output=is_tty())
 
 
-def _config_fields() -> set[str]:
-    import attrs
+#: ``ksi run`` parameters whose RunConfig field has another name.
+_PARAM_FIELDS = {
+    "tasks": "tasks_path",
+    "agent_option": "agent_options",
+    "environment_option": "environment_options",
+    "image": "environment_options",
+    "network": "environment_options",
+    "cpus": "environment_options",
+    "memory": "environment_options",
+    "evaluator_option": "evaluator_options",
+    "timeout": "timeout_sec",
+    "wipe_workspace_per_task": "wipe_workspace",
+    "max_cost": "max_cost_usd",
+}
 
-    return {f.name for f in attrs.fields(RunConfig)}
+
+def _given(ctx: typer.Context, name: str) -> bool:
+    """Whether the user gave parameter ``name`` (rather than it taking its default)."""
+    source = ctx.get_parameter_source(name)
+    return source is not None and source.name in ("COMMANDLINE", "ENVIRONMENT", "PROMPT")
 
 
 def _check_choice(flag: str, value: str, choices: tuple[str, ...]) -> str:

@@ -11,6 +11,7 @@ import attrs
 
 from ksi.errors import UserInputError
 from ksi.models import TaskSpec
+from ksi.runner.components import spec_name
 from ksi.runner.config import RunConfig
 from ksi.runner.engine import Runner
 from ksi.runner.models import RunSummary
@@ -58,13 +59,9 @@ def run(
     else:
         given_tasks = list(tasks)
     fields: dict[str, Any] = {
-        "agent": agent if isinstance(agent, str) else str(getattr(agent, "name", agent)),
-        "environment": environment
-        if isinstance(environment, str)
-        else str(getattr(environment, "name", environment)),
-        "evaluator": evaluator
-        if isinstance(evaluator, str) or evaluator is None
-        else str(getattr(evaluator, "name", evaluator)),
+        "agent": spec_name(agent),
+        "environment": spec_name(environment),
+        "evaluator": None if evaluator is None else spec_name(evaluator),
         "task_source": task_source,
         "tasks_path": tasks_path,
         "attempts": attempts,

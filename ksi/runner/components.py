@@ -25,10 +25,21 @@ def resolve(kind: str, spec: Any, options: Mapping[str, Any] | None = None) -> t
     if isinstance(spec, str):
         reg = registry(kind).get(spec)
         return create_component(reg.obj, options, kind=kind, option_flag=flag), reg.plugin
-    if isinstance(spec, type):
-        return create_component(spec, options, kind=kind, option_flag=flag), "(python object)"
-    return spec, "(python object)"
+    # A class is built with the options; a ready instance refuses them (never ignores them).
+    return create_component(spec, options, kind=kind, option_flag=flag), "(python object)"
 
 
 def component_name(obj: Any) -> str:
     return str(getattr(obj, "name", None) or type(obj).__name__)
+
+
+def spec_name(spec: Any) -> str:
+    """How a component given by name, class or instance is written in ``run.json``.
+
+    Stable from one Python process to the next, so a resume with a fresh
+    instance of the same class is recognised as the same run.
+    """
+    if isinstance(spec, str):
+        return spec
+    cls = spec if isinstance(spec, type) else type(spec)
+    return str(getattr(spec, "name", None) or f"{cls.__module__}:{cls.__qualname__}")

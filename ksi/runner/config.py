@@ -67,6 +67,27 @@ class RunConfig:
     capture_max_file_bytes: int = 10 * 1024 * 1024
     output_json: str | None = None
 
+    def problems(self) -> list[str]:
+        """What is out of range (the CLI checks its flags; ``ksi.run()`` callers get this)."""
+        out = []
+        for name, least in (("attempts", 1), ("concurrency", 1), ("retries", 0)):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < least:
+                out.append(f"{name}: expected an integer >= {least}, got {value!r}")
+        if self.max_tasks is not None and (
+            not isinstance(self.max_tasks, int) or self.max_tasks < 1
+        ):
+            out.append(f"max_tasks: expected an integer >= 1 or None, got {self.max_tasks!r}")
+        for name in ("timeout_sec", "max_cost_usd"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, (int, float)) or value <= 0):
+                out.append(f"{name}: expected a number > 0 or None, got {value!r}")
+        if not isinstance(self.wipe_workspace, bool):
+            out.append(f"wipe_workspace: expected True or False, got {self.wipe_workspace!r}")
+        if self.eval_in not in ("host", "environment"):
+            out.append(f"eval_in: expected 'host' or 'environment', got {self.eval_in!r}")
+        return out
+
     def key(self) -> dict[str, Any]:
         data = attrs.asdict(self)
         return {k: data[k] for k in KEY_OPTIONS}

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import fcntl
 import os
 import platform
 import random
@@ -70,6 +69,10 @@ class RunInterrupted(KsiError):
     exit_code = 130
 
 
+class _Abandoned(Exception):
+    """The runner is killing its attempts: what this one produced is not a result."""
+
+
 class Runner:
     """One invocation of ``ksi run`` (a new run, or a resume of an existing one)."""
 
@@ -94,6 +97,12 @@ class Runner:
         self._stop = threading.Event()
         self._stop_reason = ""
         self._interrupted = False
+        #: Set (before any kill) when the run is being torn down: attempts
+        #: killed by the runner are not results, so they are never journalled.
+        self._abandon = False
+        #: Attempts (with their retries) running now; a teardown waits for them.
+        self._inflight = 0
+        self._inflight_cond = threading.Condition()
         self._spent_usd = 0.0
         self._spend_lock = threading.Lock()
         self._seed_locks: dict[str, threading.Lock] = {}
@@ -169,18 +178,10 @@ class Runner:
 
     def _open_run_dir(self, tasks: list[TaskSpec]) -> tuple[dict[str, Any], bool]:
         layout = self.layout
-        layout.root.mkdir(parents=True, exist_ok=True)
-        self._lock_fh = open(layout.lock, "w")  # noqa: SIM115 - held for the run's life
-        try:
-            fcntl.flock(self._lock_fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            raise RunError(f"{layout.root}: another `ksi run` is using this run directory") from exc
         fingerprints = task_set_fingerprint(tasks)
         resumed = layout.run_json.exists()
         if resumed:
-            import json
-
-            stored = json.loads(layout.run_json.read_text())
+            stored = layout.read_run_json()
             problems = resume_mismatches(stored, self.config, fingerprints)
             if problems:
                 raise RunError(
@@ -189,6 +190,9 @@ class Runner:
                     + "\nUse a new --run-dir, or the original options."
                 )
             stored.setdefault("sessions", []).append({"started_at": _now(), "finished_at": None})
+            # Until this session ends, the run is going again (a kill -9 leaves it so).
+            stored["run_complete"] = False
+            stored["stopped_reason"] = ""
             # Key options matched; the rest (concurrency, retries, report path...)
             # may change between sessions and the newest values are recorded.
             stored["config"].update(attrs.asdict(self.config))
@@ -235,9 +239,17 @@ class Runner:
 
     # -- the run --------------------------------------------------------------
     def run(self) -> RunSummary:
+        problems = self.config.problems()
+        if problems:
+            raise UserInputError("run configuration:\n" + "\n".join(f"  {p}" for p in problems))
         tasks, source = self._load_tasks()
         self._resolve_components(source)
         self._preflight(tasks)
+        # Released when this call ends, even when an exception (Ctrl-C) outlives it.
+        with self.layout.lock_exclusive():
+            return self._run_locked(tasks)
+
+    def _run_locked(self, tasks: list[TaskSpec]) -> RunSummary:
         stored, resumed = self._open_run_dir(tasks)
         self.run_id: str = stored["run_id"]
         self.journal = Journal(self.layout.journal)
@@ -280,16 +292,13 @@ class Runner:
         return summary
 
     def _finish(self, stored: dict[str, Any], tasks: list[TaskSpec]) -> RunSummary:
-        records = read_records(self.layout.journal)
-        latest = latest_by_attempt(records)
-        complete = (
-            not self._interrupted
-            and not self._stop_reason
-            and all((t.id, n) in latest for t in tasks for n in range(1, self.config.attempts + 1))
-        )
+        # Complete when a resume would have nothing to do (a budget reached by
+        # the last attempt stopped nothing).
+        remaining = self._plan(tasks, read_records(self.layout.journal))
+        complete = not self._interrupted and not remaining
         stored["sessions"][-1]["finished_at"] = _now()
         stored["run_complete"] = complete
-        stored["stopped_reason"] = self._stop_reason
+        stored["stopped_reason"] = "" if complete else self._stop_reason
         write_json_atomic(self.layout.run_json, stored)
         summary = summarize_run(self.layout.root)
         self._observe("ksi_run_finished", run=self.info, summary=summary)
@@ -309,11 +318,17 @@ class Runner:
                 pass
         except BaseException as exc:
             if isinstance(exc, KeyboardInterrupt):
-                self._interrupted = True  # before the kill, so killed attempts are not journalled
+                self._interrupted = True
+            with self._active_lock:
+                self._abandon = True  # before the kill: killed attempts are not journalled
             self._stop.set()
-            self._kill_active()
             with contextlib.suppress(Exception):
                 self.executor.shutdown()
+            self._kill_active()
+            # No attempt may outlive the run: one still starting would launch its agent
+            # after the kill, and one finishing would write to a closed journal.
+            with self._inflight_cond:
+                self._inflight_cond.wait_for(lambda: self._inflight == 0)
             raise
 
     def _kill_active(self) -> None:
@@ -331,25 +346,55 @@ class Runner:
         for t in threads:
             t.join()
 
+    @contextlib.contextmanager
+    def _counted_inflight(self) -> Iterator[None]:
+        with self._inflight_cond:
+            self._inflight += 1
+        try:
+            yield
+        finally:
+            with self._inflight_cond:
+                self._inflight -= 1
+                self._inflight_cond.notify_all()
+
     def _run_with_retries(self, item: PlannedAttempt) -> None:
-        try_number = item.try_number
-        while not self._stop.is_set():
-            record = self._run_attempt(item.task, item.attempt, try_number)
-            if self._interrupted:
-                return  # an attempt killed by Ctrl-C is not a result; resume re-runs it
-            self._record(record)
-            if not (record.retryable and try_number < self.config.retries):
+        """One (task, attempt) and its retries: one step of the progress bar."""
+        with self._counted_inflight():
+            if self._stop.is_set():
                 return
-            if record.agent_status in RETRYABLE_AGENT_STATUSES:
-                delay = min(BACKOFF_MAX_SEC, BACKOFF_BASE_SEC * 2**try_number)
-                self._stop.wait(delay * (0.5 + random.random()))
-            try_number += 1
+            self.progress.attempt_started()
+            try_number = item.try_number
+            while True:
+                record = self._run_attempt(item.task, item.attempt, try_number)
+                if self._abandon:
+                    return  # an attempt killed by the runner is not a result; resume re-runs it
+                self._record(record)
+                if not self._is_retryable(record) or self._stop.is_set():
+                    break
+                if record.agent_status in RETRYABLE_AGENT_STATUSES:
+                    delay = min(BACKOFF_MAX_SEC, BACKOFF_BASE_SEC * 2**try_number)
+                    if self._stop.wait(delay * (0.5 + random.random())):
+                        break
+                try_number += 1
+            solved = record.score is not None and record.score >= self.config.solved_threshold
+            self.progress.attempt_finished(record, solved)
+
+    def _track(self, handle: Any) -> None:
+        """Make ``handle`` stoppable by a teardown; refuse once the run is being torn down."""
+        with self._active_lock:
+            if not self._abandon:
+                self._active[id(handle)] = handle
+                return
+        with contextlib.suppress(Exception):
+            handle.stop()
+        raise _Abandoned("the run was stopped while this attempt started")
+
+    def _untrack(self, handle: Any) -> None:
+        with self._active_lock:
+            self._active.pop(id(handle), None)
 
     def _record(self, record: AttemptRecord) -> None:
         self.journal.append(record)
-        threshold = self.config.solved_threshold
-        solved = record.score is not None and record.score >= threshold
-        self.progress.attempt_finished(record, solved)
         self._observe("ksi_attempt_finished", run=self.info, record=record)
         cost = record.usage.get("cost_usd")
         if isinstance(cost, (int, float)):
@@ -422,7 +467,6 @@ class Runner:
         outcome = AgentOutcome()
         eval_result: EvalResult | None = None
         skipped: tuple[Any, ...] = ()
-        self.progress.attempt_started()
         try:
             if attempt_dir.exists():  # left by a killed run: start over
                 remove_tree(attempt_dir)
@@ -452,8 +496,7 @@ class Runner:
                 base_env=env_vars,
             )
             handle = self.environment.start(actx)
-            with self._active_lock:
-                self._active[id(handle)] = handle
+            self._track(handle)
             ws_path = str(handle.workspace_path)
             # Tasks that work in the image's own directory (Harbor's /app) say so.
             workdir = task.metadata.get("agent_workdir")
@@ -482,8 +525,10 @@ class Runner:
                 )
             outcome = self.agent.outcome(ctx, result)
             times["agent"] = time.monotonic() - t
+            if self._abandon:
+                raise _Abandoned("the agent was killed by the run's teardown")
 
-            if self.grades_in == "environment" and not self._interrupted:
+            if self.grades_in == "environment":
                 t = time.monotonic()
                 eval_result = self.evaluator.grade(
                     task, repo, env=handle, log_dir=attempt_dir / "eval"
@@ -498,7 +543,7 @@ class Runner:
             times["capture"] = time.monotonic() - t
             handle.stop()
 
-            if eval_result is None and not self._interrupted:
+            if eval_result is None:
                 t = time.monotonic()
                 eval_result = self._grade_on_host(task, repo, captured, attempt_dir)
                 times["eval"] = time.monotonic() - t
@@ -520,9 +565,11 @@ class Runner:
             if handle is not None:
                 with contextlib.suppress(Exception):
                     handle.stop()
-                with self._active_lock:
-                    self._active.pop(id(handle), None)
-        write_json_atomic(attempt_dir / "record.json", to_data(record), durable=False, indent=None)
+                self._untrack(handle)
+        if not self._abandon:
+            write_json_atomic(
+                attempt_dir / "record.json", to_data(record), durable=False, indent=None
+            )
         return record
 
     def _grade_on_host(
@@ -570,16 +617,14 @@ class Runner:
             },
         )
         handle = self.environment.start(ctx)
-        with self._active_lock:
-            self._active[id(handle)] = handle
         try:
+            self._track(handle)
             return self.evaluator.grade(  # type: ignore[no-any-return]
                 task, workspace / "repo", env=handle, log_dir=attempt_dir / "eval"
             )
         finally:
             handle.stop()
-            with self._active_lock:
-                self._active.pop(id(handle), None)
+            self._untrack(handle)
             remove_tree(workspace)
 
     def _make_record(
@@ -621,12 +666,8 @@ class Runner:
 
 def summarize_run(run_dir: Path, *, solved_threshold: float | None = None) -> RunSummary:
     """The summary of a run directory, from its journal and run.json alone."""
-    import json
-
     layout = RunLayout(Path(run_dir).resolve())
-    if not layout.run_json.exists():
-        raise UserInputError(f"{run_dir}: not a KSI run directory (no run.json)")
-    stored = json.loads(layout.run_json.read_text())
+    stored = layout.read_run_json()
     config = stored.get("config", {})
     sessions = stored.get("sessions", [])
     wall = 0.0

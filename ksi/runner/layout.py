@@ -9,11 +9,16 @@ readable ids readable and makes every other id safe and unique.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
+import json
 import re
 from pathlib import Path
+from typing import IO, Any
 
 import attrs
+
+from ksi.errors import RunError, UserInputError
 
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -42,6 +47,40 @@ class RunLayout:
     @property
     def lock(self) -> Path:
         return self.root / ".lock"
+
+    def read_run_json(self) -> dict[str, Any]:
+        """The run's ``run.json``; a clear error when there is none or it is unreadable."""
+        try:
+            data = json.loads(self.run_json.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise UserInputError(f"{self.root}: not a KSI run directory (no run.json)") from None
+        except (OSError, ValueError) as exc:  # JSONDecodeError and UnicodeDecodeError
+            raise UserInputError(
+                f"{self.run_json}: unreadable ({exc}); restore it or start a new --run-dir"
+            ) from exc
+        if not isinstance(data, dict):
+            raise UserInputError(
+                f"{self.run_json}: expected a JSON object; restore it or start a new --run-dir"
+            )
+        return data
+
+    def lock_exclusive(self) -> IO[str]:
+        """Hold the run directory for one command (``ksi run``, ``ksi regrade``).
+
+        Two commands appending to one journal would interleave their work;
+        the lock is released when the returned file is closed (or the
+        process dies, so a ``kill -9`` never leaves a stale lock).
+        """
+        self.root.mkdir(parents=True, exist_ok=True)
+        fh = open(self.lock, "w")  # noqa: SIM115 - the caller closes it
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            fh.close()
+            raise RunError(
+                f"{self.root}: another `ksi` command is using this run directory"
+            ) from exc
+        return fh
 
     def seed_repo(self, task_id: str) -> Path:
         return self.root / "seeds" / task_dirname(task_id) / "repo"

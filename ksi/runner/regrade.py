@@ -8,7 +8,6 @@ one in every summary, while the old one stays for the record.
 from __future__ import annotations
 
 import datetime as dt
-import json
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -34,9 +33,7 @@ def regrade_run(
     from ksi.tasks.loaders import get_task_source
 
     layout = RunLayout(Path(run_dir).resolve())
-    if not layout.run_json.exists():
-        raise UserInputError(f"{run_dir}: not a KSI run directory (no run.json)")
-    stored = json.loads(layout.run_json.read_text())
+    stored = layout.read_run_json()
     config = stored.get("config", {})
     tasks_path = config.get("tasks_path")
     if not tasks_path:
@@ -56,16 +53,19 @@ def regrade_run(
             f"evaluator {component_name(grader)!r} grades inside the attempt's environment, "
             "which no longer exists; regrade works with host evaluators only"
         )
-    journal = Journal(layout.journal)
-    try:
-        for rec in latest_by_attempt(read_records(layout.journal)).values():
-            task = tasks.get(rec.task_id)
-            captured = layout.root / rec.attempt_dir / "captured" / "repo"
-            if task is None or not captured.is_dir():
-                continue
-            journal.append(_regrade_one(rec, task, captured, grader, layout.root / rec.attempt_dir))
-    finally:
-        journal.close()
+    # A run still going would append to the same journal while we read it.
+    with layout.lock_exclusive():
+        journal = Journal(layout.journal)
+        try:
+            for rec in latest_by_attempt(read_records(layout.journal)).values():
+                task = tasks.get(rec.task_id)
+                captured = layout.root / rec.attempt_dir / "captured" / "repo"
+                if task is None or not captured.is_dir():
+                    continue
+                attempt_dir = layout.root / rec.attempt_dir
+                journal.append(_regrade_one(rec, task, captured, grader, attempt_dir))
+        finally:
+            journal.close()
     return summarize_run(layout.root)
 
 

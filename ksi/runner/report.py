@@ -6,7 +6,6 @@ is as trustworthy as that of a finished one (``run_complete`` tells which).
 
 from __future__ import annotations
 
-import json
 import platform
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,7 @@ from ksi.serialization import to_data
 def build_report(run_dir: Path, *, solved_threshold: float | None = None) -> dict[str, Any]:
     layout = RunLayout(Path(run_dir).resolve())
     summary = summarize_run(layout.root, solved_threshold=solved_threshold)
-    stored = json.loads(layout.run_json.read_text())
+    stored = layout.read_run_json()
     data = to_data(summary)
     records = data.pop("records")
     return {
