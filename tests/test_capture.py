@@ -374,3 +374,24 @@ def test_negative_limit_is_rejected(trees: tuple[Path, Path, Path]) -> None:
     seed, live, dest = trees
     with pytest.raises(ValueError, match="max_file_bytes"):
         capture_repo(live, seed, dest, max_file_bytes=-1)
+
+
+def test_copy_tree_keeps_links_modes_and_nesting(tmp_path: Path) -> None:
+    from ksi.runner.capture import copy_tree
+
+    src = tmp_path / "src"
+    (src / "a" / "b").mkdir(parents=True)
+    (src / "a" / "b" / "deep.txt").write_text("deep")
+    script = src / "run.sh"
+    script.write_text("#!/bin/sh\necho hi\n")
+    script.chmod(0o755)
+    (src / "link").symlink_to("a/b/deep.txt")
+    (src / "empty").mkdir()
+    copy_tree(src, tmp_path / "dst")
+    dst = tmp_path / "dst"
+    assert (dst / "a" / "b" / "deep.txt").read_text() == "deep"
+    assert (dst / "run.sh").stat().st_mode & 0o777 == 0o755
+    assert os.readlink(dst / "link") == "a/b/deep.txt"
+    assert (dst / "empty").is_dir()
+    with pytest.raises(FileExistsError):
+        copy_tree(src, dst)

@@ -495,19 +495,43 @@ def _unlink_quietly(path: str) -> None:
         os.unlink(path)
 
 
-def _copy_with_mode(src: str, dst: str) -> str:
-    shutil.copyfile(src, dst, follow_symlinks=False)
-    shutil.copymode(src, dst, follow_symlinks=False)
-    return dst
-
-
 def copy_tree(src: Path, dst: Path) -> None:
-    """Copy a repo KSI made (a seed, a captured repo): symlinks as links, modes kept.
+    """Copy a tree KSI made (a seed, a captured repo) to a new ``dst``.
 
-    Timestamps and extended attributes are not copied: nothing graded
-    depends on them, and skipping them saves several system calls a file.
+    Symlinks are copied as links, permission bits are kept; timestamps and
+    extended attributes are not, since nothing graded depends on them. It
+    runs twice per attempt, so it is lean: one ``scandir`` per directory and
+    each file streamed with ``sendfile`` (``shutil.copytree`` makes about
+    three times the system calls).
     """
-    shutil.copytree(src, dst, symlinks=True, copy_function=_copy_with_mode)
+    os.mkdir(dst)
+    stack = [(os.fspath(src), os.fspath(dst))]
+    while stack:
+        src_dir, dst_dir = stack.pop()
+        with os.scandir(src_dir) as entries:
+            for entry in entries:
+                target = os.path.join(dst_dir, entry.name)
+                if entry.is_symlink():
+                    os.symlink(os.readlink(entry.path), target)
+                elif entry.is_dir():
+                    os.mkdir(target)
+                    stack.append((entry.path, target))
+                elif entry.is_file():
+                    _copy_regular_file(entry.path, target)
+
+
+def _copy_regular_file(src: str, dst: str) -> None:
+    fd = os.open(src, _READ_FLAGS)
+    try:
+        mode = os.fstat(fd).st_mode & 0o777
+        out = os.open(dst, _WRITE_FLAGS, 0o600)
+        try:
+            _stream(fd, out, None)
+            os.fchmod(out, mode)
+        finally:
+            os.close(out)
+    finally:
+        os.close(fd)
 
 
 def remove_tree(path: Path) -> None:
