@@ -21,7 +21,6 @@ from ksi.environments.docker import (
     LABEL_RUN,
     DockerEnvironment,
     DockerHandle,
-    run_in_fresh_container,
 )
 from ksi.errors import EnvironmentFailure, OptionsError
 from ksi.interfaces import AttemptContext, Invocation
@@ -388,48 +387,6 @@ def test_copy_in_and_copy_out_inside_and_outside_the_workspace(tmp_path: Path, r
     assert (tmp_path / "backdir" / "test_x.sh").read_text() == "echo graded\n"
     assert (tmp_path / "fromrepo" / "test_x.sh").is_file()
     assert (handle.host_workspace / "repo" / "tests" / "test_x.sh").stat().st_uid == os.getuid()
-
-
-def test_fresh_container_grades_the_captured_repo_and_leaves_nothing(
-    tmp_path: Path, run_id: str
-) -> None:
-    repo = tmp_path / "captured" / "repo"
-    repo.mkdir(parents=True)
-    (repo / "answer.txt").write_text("42\n")
-    out, err = tmp_path / "eval.out", tmp_path / "eval.err"
-    res = run_in_fresh_container(
-        TEST_IMAGE,
-        repo,
-        'pwd; grep -q 42 answer.txt && echo \'{"score": 0.5}\' > score.json; echo "$GRADE_VAR"',
-        timeout=60,
-        stdout_path=out,
-        stderr_path=err,
-        env={"GRADE_VAR": "set"},
-        run_id=run_id,
-    )
-    assert res.exit_code == 0, err.read_text()
-    assert out.read_text() == "/workspace/repo\nset\n"
-    score = repo / "score.json"
-    assert json.loads(score.read_text()) == {"score": 0.5}
-    assert score.stat().st_uid == os.getuid()
-    assert _containers(run_id) == []
-
-    res = run_in_fresh_container(
-        TEST_IMAGE, repo, "exit 3", timeout=60, stdout_path=out, stderr_path=err, run_id=run_id
-    )
-    assert res.exit_code == 3
-
-    res = run_in_fresh_container(
-        TEST_IMAGE,
-        repo,
-        "sleep 1000",
-        timeout=1,
-        stdout_path=out,
-        stderr_path=err,
-        run_id=run_id,
-    )
-    assert res.timed_out
-    assert _containers(run_id) == []
 
 
 def test_task_dockerfile_is_built_once_and_cached_by_content(tmp_path: Path, run_id: str) -> None:

@@ -31,7 +31,6 @@ import shutil
 import subprocess
 import tarfile
 import threading
-import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
@@ -53,7 +52,7 @@ from ksi.errors import EnvironmentFailure, UserInputError
 from ksi.hookspecs import hookimpl
 from ksi.interfaces import AttemptContext, ExecResult, Invocation
 from ksi.models import TaskSpec
-from ksi.proc import TAG_VAR, ProcResult, new_tag, read_tail, run_process
+from ksi.proc import TAG_VAR, new_tag, read_tail, run_process
 
 #: Label naming the run a container belongs to (``ksi cleanup`` selects on it).
 LABEL_RUN = "ksi.run"
@@ -286,77 +285,6 @@ def _check_capabilities(_inst: Any, _attr: Any, value: str) -> None:
             f"capabilities {value!r} is not valid; use none (drop all, the default) or default "
             "(the engine's default set, for tasks that install packages as root)"
         )
-
-
-def run_in_fresh_container(
-    image: str,
-    repo_dir: Path,
-    command: str,
-    *,
-    timeout: float | None,
-    stdout_path: Path | None,
-    stderr_path: Path | None,
-    env: Mapping[str, str] | None = None,
-    run_id: str = "",
-    label: str = "",
-    docker_binary: str | None = None,
-    workspace_mount: str = "/workspace",
-    network: str = "none",
-    pids_limit: int = 2048,
-    cpus: float | None = None,
-    memory: str | None = None,
-    user: str = "host",
-    init: bool = True,
-    log_cap_bytes: int = 10 * 1024 * 1024,
-    capabilities: str = "none",
-) -> ProcResult:
-    """Run ``sh -c command`` in a new container of ``image`` with ``repo_dir`` as its repo.
-
-    For grading inside the task's image (``--eval-in environment``): the
-    captured repo is mounted read-write at ``<workspace_mount>/repo`` (the
-    working directory, as the agent saw it), so a ``score.json`` the command
-    writes lands in ``repo_dir``. Same hardening and uid as attempt
-    containers; labelled ``ksi.role=eval`` so ``cleanup`` finds it if KSI
-    dies. The container is removed whatever happens.
-    """
-    binary = resolve_binary(docker_binary or default_docker_binary())
-    repo_dir = repo_dir.resolve()
-    name = container_name(run_id or "eval", label or uuid.uuid4().hex[:8], 0, role="eval")
-    repo_path = posixpath.join(workspace_mount, "repo")
-    agent_env = container_env({}, dict(env or {}), workspace_mount)
-    agent_env["HOME"] = "/tmp"
-    tag = new_tag()
-    argv = [binary, "run", "--rm", "--name", name]
-    argv += ["--label", f"{LABEL_RUN}={run_id}", "--label", f"{LABEL_ROLE}=eval"]
-    if label:
-        argv += ["--label", f"{LABEL_ATTEMPT}={label}"]
-    argv += hardening_args(
-        pids_limit=pids_limit,
-        network=network,
-        cpus=cpus,
-        memory=memory,
-        init=init,
-        capabilities=capabilities,
-    )
-    argv += user_args(user, binary)
-    argv += [*_bind(repo_dir, repo_path), "-w", repo_path]
-    argv += _env_flags(agent_env, tag)
-    argv += ["--entrypoint", "sh", image, "-c", command]
-    try:
-        return run_process(
-            argv,
-            cwd=repo_dir,
-            env=_client_env_for(agent_env),
-            timeout=timeout,
-            stdout_path=stdout_path,
-            stderr_path=stderr_path,
-            log_cap_bytes=log_cap_bytes,
-            tag=tag,
-        )
-    finally:
-        # --rm removes it on a normal exit; after a timeout or Ctrl-C the client is gone but
-        # the container may still run.
-        docker(binary, "rm", "-f", name, timeout=60)
 
 
 def _env_flags(env: Mapping[str, str], tag: str) -> list[str]:
@@ -829,44 +757,6 @@ class DockerEnvironment:
     def cleanup(self, run_id: str | None) -> int:
         """Remove every container (attempt or eval) of ``run_id``, or of every run when None."""
         return remove_containers(self._resolve(), run_id)
-
-    def run_in_fresh_container(
-        self,
-        task: TaskSpec,
-        repo_dir: Path,
-        command: str,
-        *,
-        timeout: float | None,
-        stdout_path: Path | None,
-        stderr_path: Path | None,
-        env: Mapping[str, str] | None = None,
-        run_id: str = "",
-        attempt: int = 0,
-        log_cap_bytes: int = 10 * 1024 * 1024,
-    ) -> ProcResult:
-        """:func:`run_in_fresh_container` with this environment's image choice and options."""
-        settings = self.settings_for(task)
-        return run_in_fresh_container(
-            self.image_for(task),
-            repo_dir,
-            command,
-            timeout=timeout,
-            stdout_path=stdout_path,
-            stderr_path=stderr_path,
-            env=env,
-            run_id=run_id,
-            label=f"{task.id}/{attempt}",
-            docker_binary=self._resolve(),
-            workspace_mount=self.workspace_mount,
-            network=self.network,
-            pids_limit=self.pids_limit,
-            cpus=settings.cpus,
-            memory=settings.memory,
-            user=settings.user,
-            init=self.init,
-            log_cap_bytes=log_cap_bytes,
-            capabilities=settings.capabilities,
-        )
 
     def _resolve(self) -> str:
         if not self._binary:
