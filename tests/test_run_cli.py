@@ -275,3 +275,32 @@ def test_unpackaged_agent_and_evaluator_by_file_reference(tmp_path: Path) -> Non
         "run", str(tasks), "--agent", "./nope.py:X", "--run-dir", str(tmp_path / "x"), cwd=tmp_path
     )
     assert missing.returncode == 2 and "does not exist" in missing.stderr
+
+
+def test_agent_env_that_is_not_set_fails_before_the_run(tmp_path: Path) -> None:
+    tasks = write_tasks(tmp_path / "t.jsonl", [{"task_id": "a", "prompt": "p"}])
+    result = ksi(
+        "run",
+        str(tasks),
+        "--agent",
+        "nop",
+        "--agent-env",
+        "KSI_TEST_SURELY_UNSET",
+        "--run-dir",
+        str(tmp_path / "r"),
+        env={"KSI_TEST_SURELY_UNSET": ""},
+    )
+    assert result.returncode == 0, "set (even empty) is passed on"
+    unset = ksi(
+        "run",
+        str(tasks),
+        "--agent",
+        "nop",
+        "--agent-env",
+        "KSI_TEST_NOT_THERE_X",
+        "--run-dir",
+        str(tmp_path / "r2"),
+    )
+    assert unset.returncode == 2
+    assert "--agent-env KSI_TEST_NOT_THERE_X" in unset.stderr
+    assert not (tmp_path / "r2").exists()

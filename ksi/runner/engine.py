@@ -25,6 +25,7 @@ from typing import Any
 import attrs
 
 from ksi import __version__
+from ksi.environments.envscrub import missing_required, scrubbed_env
 from ksi.errors import KsiError, RunError, UserInputError
 from ksi.interfaces import AgentContext, AgentOutcome, AttemptContext, ExecResult
 from ksi.models import EvalResult, TaskSpec
@@ -163,12 +164,13 @@ class Runner:
         check = getattr(self.agent, "check_tasks", None)
         if callable(check):
             problems.extend(check(tasks))
-        for var in getattr(self.agent, "required_env", ()):
-            if not os.environ.get(var):
-                problems.append(
-                    f"agent {component_name(self.agent)!r} needs ${var}; "
-                    f"export {var}=... before running"
-                )
+        problems.extend(
+            missing_required(
+                component_name(self.agent),
+                getattr(self.agent, "required_env", ()),
+                passthrough=self.config.agent_env,
+            )
+        )
         # "One of these keys, or a login file" rules live with the agent.
         missing = getattr(self.agent, "missing_credentials", None)
         if callable(missing):
@@ -443,7 +445,6 @@ class Runner:
         return float(value) if isinstance(value, (int, float)) else DEFAULT_AGENT_TIMEOUT_SEC
 
     def _run_attempt(self, task: TaskSpec, attempt: int, try_number: int) -> AttemptRecord:
-        from ksi.environments.envscrub import scrubbed_env
         from ksi.tasks.prompts import agent_prompt
 
         cfg = self.config
@@ -599,8 +600,6 @@ class Runner:
         environment is already gone, so nothing it left running can touch
         the grading; the evaluator runs its command through the new handle.
         """
-        from ksi.environments.envscrub import scrubbed_env
-
         workspace = attempt_dir / "eval" / "workspace"
         remove_tree(workspace)
         workspace.mkdir(parents=True)
