@@ -64,11 +64,14 @@ def print_summary(summary: RunSummary, *, rich_output: bool) -> None:
         from rich.console import Console
         from rich.table import Table
 
+        with_cost = summary.total_cost_usd is not None
         table = Table(title="Per task")
-        for col in ("task", "best", "solved", "attempts", "scored", "unscored", "errors", "cost"):
-            table.add_column(col, justify="left" if col == "task" else "right")
+        table.add_column("task", overflow="fold")  # ids are never cut short
+        columns = ["best", "solved", "attempts", "scored", "unscored", "errors"]
+        for col in [*columns, "cost"] if with_cost else columns:
+            table.add_column(col, justify="right")
         for t in summary.tasks[:MAX_TASK_ROWS]:
-            table.add_row(
+            row = [
                 t.task_id,
                 _score(t.best_score),
                 "yes" if t.solved else "no",
@@ -76,8 +79,10 @@ def print_summary(summary: RunSummary, *, rich_output: bool) -> None:
                 str(t.scored),
                 str(t.unscored),
                 str(t.errors),
-                _money(t.cost_usd),
-            )
+            ]
+            if with_cost:
+                row.append(_money(t.cost_usd))
+            table.add_row(*row)
         console = Console()
         console.print(table)
         more = _more_line(summary)
