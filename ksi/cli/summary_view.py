@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import typer
 
-from ksi.runner.models import RunSummary
+from ksi.runner.models import RunSummary, TaskSummary
 
 
 def _score(value: float | None) -> str:
@@ -59,56 +57,49 @@ def _more_line(summary: RunSummary) -> str | None:
     return f"... {hidden} more tasks (ksi report {summary.run_dir} --json lists every one)"
 
 
+HEADER = ("task", "best", "solved", "attempts", "scored", "unscored", "errors")
+
+
+def _cells(t: TaskSummary, with_cost: bool) -> list[str]:
+    """One task's row, the same in the rich and the plain view."""
+    cells = [
+        t.task_id,
+        _score(t.best_score),
+        "yes" if t.solved else "no",
+        str(t.attempts),
+        str(t.scored),
+        str(t.unscored),
+        str(t.errors),
+    ]
+    return [*cells, _money(t.cost_usd)] if with_cost else cells
+
+
 def print_summary(summary: RunSummary, *, rich_output: bool) -> None:
+    with_cost = summary.total_cost_usd is not None
+    header = [*HEADER, "cost"] if with_cost else list(HEADER)
+    rows = [_cells(t, with_cost) for t in summary.tasks[:MAX_TASK_ROWS]]
+    more = _more_line(summary)
     if rich_output:
         from rich.console import Console
         from rich.table import Table
 
-        with_cost = summary.total_cost_usd is not None
         table = Table(title="Per task")
-        table.add_column("task", overflow="fold")  # ids are never cut short
-        columns = ["best", "solved", "attempts", "scored", "unscored", "errors"]
-        for col in [*columns, "cost"] if with_cost else columns:
+        table.add_column(header[0], overflow="fold")  # ids are never cut short
+        for col in header[1:]:
             table.add_column(col, justify="right")
-        for t in summary.tasks[:MAX_TASK_ROWS]:
-            row = [
-                t.task_id,
-                _score(t.best_score),
-                "yes" if t.solved else "no",
-                str(t.attempts),
-                str(t.scored),
-                str(t.unscored),
-                str(t.errors),
-            ]
-            if with_cost:
-                row.append(_money(t.cost_usd))
+        for row in rows:
             table.add_row(*row)
         console = Console()
         console.print(table)
-        more = _more_line(summary)
         if more:
             console.print(more, highlight=False)
         for line in summary_lines(summary):
             console.print(line, highlight=False)
         return
-    with_cost = summary.total_cost_usd is not None
-    header = ("task", "best", "solved", "attempts", "scored", "unscored", "errors")
-    rows: list[Any] = [(*header, "cost") if with_cost else header]
-    for t in summary.tasks[:MAX_TASK_ROWS]:
-        row = (
-            t.task_id,
-            _score(t.best_score),
-            "yes" if t.solved else "no",
-            t.attempts,
-            t.scored,
-            t.unscored,
-            t.errors,
-        )
-        rows.append((*row, _money(t.cost_usd)) if with_cost else row)
-    widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
-    for r in rows:
-        typer.echo("  ".join(str(v).ljust(w) for v, w in zip(r, widths, strict=True)).rstrip())
-    more = _more_line(summary)
+    table_rows = [header, *rows]
+    widths = [max(len(r[i]) for r in table_rows) for i in range(len(header))]
+    for r in table_rows:
+        typer.echo("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip())
     if more:
         typer.echo(more)
     typer.echo("")
