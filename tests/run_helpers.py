@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -55,3 +56,19 @@ def pids_with_marker(marker: str) -> list[int]:
         if marker.encode() in cmdline and state != "Z":
             found.append(int(entry))
     return found
+
+
+def wait_for_agents(marker: str, count: int, timeout: float = 30) -> None:
+    """Wait until ``count`` live processes carry ``marker`` (agents started)."""
+    deadline = time.monotonic() + timeout
+    while len(pids_with_marker(marker)) < count:
+        assert time.monotonic() < deadline, f"{count} agents with {marker} never started"
+        time.sleep(0.05)
+
+
+def wait_for_no_agents(marker: str, timeout: float = 10) -> list[int]:
+    """Wait (up to ``timeout``) until no process carries ``marker``; return any left."""
+    deadline = time.monotonic() + timeout
+    while pids_with_marker(marker) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return pids_with_marker(marker)

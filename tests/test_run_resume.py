@@ -23,7 +23,13 @@ from ksi.hookspecs import hookimpl
 from ksi.runner.engine import RunInterrupted
 from ksi.runner.journal import Journal, read_records
 from ksi.runner.models import RunInfo
-from tests.run_helpers import journal_lines, pids_with_marker, write_tasks
+from tests.run_helpers import (
+    journal_lines,
+    pids_with_marker,
+    wait_for_agents,
+    wait_for_no_agents,
+    write_tasks,
+)
 from tests.run_helpers import ksi as ksi_cli
 
 TASK = {
@@ -111,10 +117,7 @@ def test_ctrl_c_stops_cleanly_and_prints_the_resume_command(tmp_path: Path) -> N
     marker = f"ksi-ctrlc-{uuid.uuid4().hex}"
     cmd = f"sleep 1000 # {marker}"
     proc = _start_run(tasks, run_dir, cmd, "--concurrency", "2")
-    deadline = time.monotonic() + 30
-    while len(pids_with_marker(marker)) < 2:
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    wait_for_agents(marker, 2)
     os.kill(proc.pid, signal.SIGINT)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
@@ -248,19 +251,13 @@ def test_kill_9_leftover_agents_are_ended_by_cleanup_and_resume(tmp_path: Path) 
     marker = f"ksi-leftover-{uuid.uuid4().hex}"
     cmd = f"sleep 1000 # {marker}"
     proc = _start_run(tasks, run_dir, cmd, "--concurrency", "2", "--timeout", "3000")
-    deadline = time.monotonic() + 30
-    while len(pids_with_marker(marker)) < 2:
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    wait_for_agents(marker, 2)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     assert len(pids_with_marker(marker)) == 2, "kill -9 leaves the agents running"
     cleaned = ksi_cli("cleanup", str(run_dir))
     assert cleaned.returncode == 0, cleaned.stderr
-    deadline = time.monotonic() + 10
-    while pids_with_marker(marker) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert pids_with_marker(marker) == []
+    assert wait_for_no_agents(marker) == []
 
 
 class _InterruptedWhileStarting(LocalEnvironment):
