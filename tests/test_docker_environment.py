@@ -22,7 +22,7 @@ from ksi.environments.docker import (
     DockerEnvironment,
     DockerHandle,
 )
-from ksi.errors import EnvironmentFailure, OptionsError
+from ksi.errors import EnvironmentFailure, OptionsError, UserInputError
 from ksi.interfaces import AttemptContext, Invocation
 from ksi.models import TaskSpec
 from ksi.options import create_component
@@ -432,7 +432,7 @@ def test_task_docker_image_wins_over_the_run_image(tmp_path: Path) -> None:
 
 
 def test_prepare_explains_missing_and_unavailable_images() -> None:
-    with pytest.raises(EnvironmentFailure, match=r"no image for task 'lonely'.*--image"):
+    with pytest.raises(UserInputError, match=r"no image for task 'lonely'.*--image"):
         _env(image="").prepare([TaskSpec(id="lonely")])
     with pytest.raises(EnvironmentFailure, match=r"localhost:1/ksi-missing:x.*'t9'"):
         _env(image="localhost:1/ksi-missing:x").prepare([TaskSpec(id="t9")])

@@ -254,3 +254,16 @@ def test_the_engine_api_and_the_cli_start_identical_containers(
         }
     assert seen[True] == seen[False]
     assert seen[True]["caps"] == ["ALL"] and seen[True]["memory"] == 64 * 1024 * 1024
+
+
+def test_a_run_that_cannot_get_its_image_leaves_no_run_directory(tmp_path: Path) -> None:
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text('{"task_id": "a", "prompt": "p", "eval": {"command": "true"}}\n')
+    result = subprocess.run(
+        [sys.executable, "-m", "ksi", "run", str(tasks), "--agent", "nop",
+         "--environment", "docker", "--run-dir", str(tmp_path / "run")],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert "no image for task 'a'" in result.stderr and "--image" in result.stderr
+    assert not (tmp_path / "run").exists()

@@ -585,7 +585,7 @@ class DockerEnvironment:
         check_daemon(binary)
         missing = [t.id for t in tasks if task_image_source(t.metadata, self.image)[0] == "none"]
         if missing:
-            raise EnvironmentFailure(
+            raise UserInputError(
                 f"docker environment: no image for task {', '.join(repr(t) for t in missing[:5])}"
                 f"{' and others' if len(missing) > 5 else ''}; pass --image IMAGE (or "
                 "image=IMAGE as an environment option), or set docker_image / dockerfile in "

@@ -247,6 +247,9 @@ class Runner:
         tasks, source = self._load_tasks()
         self._resolve_components(source)
         self._preflight(tasks)
+        # Images are checked or built before the run directory exists: a run that
+        # cannot start leaves nothing behind.
+        self.environment.prepare(tasks)
         # Released when this call ends, even when an exception (Ctrl-C) outlives it.
         with self.layout.lock_exclusive():
             return self._run_locked(tasks)
@@ -271,7 +274,6 @@ class Runner:
         try:
             if resumed:
                 self.environment.cleanup(self.run_id)
-            self.environment.prepare(tasks)
             self._observe("ksi_run_started", run=self.info)
             self.progress.start(total, total - len(plan))
             if self._over_budget():
