@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -157,3 +158,22 @@ def test_local_spawn_failure_is_unscored_too(tmp_path: Path, shell: str) -> None
         "unscored",
         "spawn_failed",
     )
+
+
+@needs_docker
+def test_concurrent_attempts_grade_in_their_own_containers(tmp_path: Path) -> None:
+    """Attempts of one task graded at once in fresh containers must not collide."""
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text(json.dumps({
+        "task_id": "slow", "prompt": "p",
+        "eval": {"command": "sleep 2; echo '{\"score\": 1.0}' > score.json", "timeout_sec": 60},
+    }) + "\n")  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, "-m", "ksi", "run", str(tasks), "--agent", "nop",
+         "--environment", "docker", "--image", TEST_IMAGE, "--eval-in", "environment",
+         "--attempts", "3", "--concurrency", "3", "--run-dir", str(tmp_path / "run")],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    records = [json.loads(x) for x in (tmp_path / "run" / "journal.jsonl").read_text().splitlines()]
+    assert [(r["status"], r["score"]) for r in records] == [("scored", 1.0)] * 3

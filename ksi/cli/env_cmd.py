@@ -1,9 +1,10 @@
-"""``ksi cleanup``: remove what killed runs left behind (containers of the ``docker`` environment).
+"""``ksi cleanup``: remove what killed runs left behind.
 
-An attempt's container is removed when the attempt ends, but a run killed
-with SIGKILL (or a machine that lost power) cannot remove anything. Every
-container carries a ``ksi.run`` label, so the leftovers of one run, or of all
-runs, are found and removed from the label alone. Each registered
+An attempt's container or processes are removed when the attempt ends, but a
+run killed with SIGKILL (or a machine that lost power) cannot remove anything.
+Every container carries a ``ksi.run`` label and every ``local`` process a
+``KSI_RUN_ID`` variable, so the leftovers of a run are found from those
+alone. Each registered
 environment is asked through :meth:`ksi.interfaces.Environment.cleanup`, so
 third-party environments take part too.
 """
@@ -75,7 +76,7 @@ def cleanup(
         typer.Option("--environment", help="Only this environment (repeatable; default: all)."),
     ] = None,
 ) -> None:
-    """Remove containers left by killed runs: of RUN_DIR, of --run-id, or of every run (--all)."""
+    """Remove what killed runs left (containers, local processes): of RUN_DIR, --run-id or --all."""
     given = sum(x for x in (run_dir is not None, all_runs, run_id is not None))
     if given != 1:
         raise UserInputError(

@@ -548,7 +548,7 @@ class Runner:
 
             if eval_result is None:
                 t = time.monotonic()
-                eval_result = self._grade_on_host(task, repo, captured, attempt_dir)
+                eval_result = self._grade_on_host(task, attempt, repo, captured, attempt_dir)
                 times["eval"] = time.monotonic() - t
             if cfg.wipe_workspace:
                 remove_tree(workspace)
@@ -576,12 +576,12 @@ class Runner:
         return record
 
     def _grade_on_host(
-        self, task: TaskSpec, live_repo: Path, captured: Path, attempt_dir: Path
+        self, task: TaskSpec, attempt: int, live_repo: Path, captured: Path, attempt_dir: Path
     ) -> EvalResult:
         """Grade a fresh copy of the captured repo (or, with wipe off, the live repo)."""
         log_dir = attempt_dir / "eval"
         if self.config.eval_in == "environment":
-            return self._grade_in_fresh_environment(task, captured, attempt_dir)
+            return self._grade_in_fresh_environment(task, attempt, captured, attempt_dir)
         if not self.config.wipe_workspace:
             return self.evaluator.grade(task, live_repo, log_dir=log_dir)  # type: ignore[no-any-return]
         workdir = attempt_dir / "eval" / "repo"
@@ -594,7 +594,7 @@ class Runner:
             remove_tree(workdir)
 
     def _grade_in_fresh_environment(
-        self, task: TaskSpec, captured: Path, attempt_dir: Path
+        self, task: TaskSpec, attempt: int, captured: Path, attempt_dir: Path
     ) -> EvalResult:
         """``--eval-in environment``: grade a copy of the captured repo in a new environment.
 
@@ -609,7 +609,9 @@ class Runner:
         ctx = AttemptContext(
             run_id=self.run_id,
             task=task,
-            attempt=0,
+            # The attempt's own number: its agent container is gone by now, and
+            # concurrent attempts of one task must not share a grading container.
+            attempt=attempt,
             attempt_dir=attempt_dir / "eval",
             host_workspace=workspace,
             base_env={
