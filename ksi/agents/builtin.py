@@ -9,7 +9,7 @@ check tasks rather than agents: a task ``oracle`` cannot solve, or one that
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any, ClassVar
 
 import attrs
@@ -19,6 +19,7 @@ from ksi.hookspecs import Register, hookimpl
 from ksi.interfaces import AgentContext, AgentOutcome, ExecResult, Invocation
 from ksi.models import TaskSpec
 from ksi.proc import read_tail
+from ksi.tasks.paths import clean_relative_path
 
 #: Where ``command`` writes the prompt, relative to the workspace (outside repo/, never captured).
 PROMPT_FILE = ".ksi/prompt.md"
@@ -138,20 +139,6 @@ def _solution(task: TaskSpec) -> tuple[dict[str, Any] | None, str | None]:
     )
 
 
-def _bad_path(rel: str) -> str | None:
-    """Why ``rel`` may not be written under repo/, or None."""
-    if not isinstance(rel, str) or not rel.strip():
-        return "is empty"
-    pure = PurePosixPath(rel)
-    if pure.is_absolute() or rel.startswith("\\") or (len(rel) > 1 and rel[1] == ":"):
-        return "is absolute; use a path relative to repo/"
-    if ".." in pure.parts:
-        return "contains '..'; solution files must stay inside repo/"
-    if "\0" in rel:
-        return "contains a NUL byte"
-    return None
-
-
 def _solution_problems(task: TaskSpec) -> list[str]:
     raw = task.metadata.get("solution")
     if raw is None:
@@ -174,9 +161,9 @@ def _solution_problems(task: TaskSpec) -> list[str]:
         problems.append(f"task {task.id!r}: solution.command must be a non-empty string")
     if isinstance(files, Mapping):
         for rel, content in files.items():
-            why = _bad_path(rel)
+            why = clean_relative_path(rel)[1] if isinstance(rel, str) else "is not a string"
             if why:
-                problems.append(f"task {task.id!r}: solution.files path {rel!r} {why}")
+                problems.append(f"task {task.id!r}: solution.files[{rel!r}]: {why}")
             if not isinstance(content, str):
                 problems.append(
                     f"task {task.id!r}: solution.files[{rel!r}] must be a string, "

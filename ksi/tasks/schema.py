@@ -25,6 +25,7 @@ from typing import Any
 import attrs
 
 from ksi.models import Problem
+from ksi.tasks.paths import clean_relative_path, is_clean_text
 
 #: Eval timeout when a record's ``eval`` gives none (seconds).
 DEFAULT_EVAL_TIMEOUT_SEC = 300.0
@@ -36,8 +37,6 @@ SOLUTION_KEYS = ("files", "command")
 #: Suffixes read as one JSON array / as one record per line.
 JSON_SUFFIXES = (".json",)
 JSONL_SUFFIXES = (".jsonl", ".ndjson")
-
-_MAX_NAME_BYTES = 255  # longest file name most filesystems accept
 
 
 @attrs.frozen
@@ -79,17 +78,6 @@ def describe(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def _is_clean_text(text: str) -> bool:
-    """False for strings holding lone surrogates (valid JSON, not writable as UTF-8)."""
-    if text.isascii():
-        return True
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
 def _unknown_key_message(key: str, valid: tuple[str, ...], where: str) -> str:
     msg = f"unknown key {key!r} {where}"
     close = difflib.get_close_matches(key, valid, n=1, cutoff=0.6)
@@ -119,7 +107,7 @@ class _RecordChecker:
         if not value.strip():
             self.add(field, f"must not be empty ({what})")
             return None
-        if not _is_clean_text(value):
+        if not is_clean_text(value):
             self.add(
                 field,
                 "contains an unpaired UTF-16 surrogate escape (\\udXXX); "
@@ -153,7 +141,7 @@ class _RecordChecker:
                 _PLAIN_PATH.match(raw_path)
                 and raw_path not in out
                 and isinstance(content, str)
-                and (content.isascii() or _is_clean_text(content))
+                and (content.isascii() or is_clean_text(content))
             ):
                 out[raw_path] = content  # the common case, checked in one regex
                 continue
@@ -165,7 +153,7 @@ class _RecordChecker:
                     f"file content must be a string (the file's text), got {describe(content)}",
                 )
                 ok = False
-            elif not _is_clean_text(content):
+            elif not is_clean_text(content):
                 self.add(
                     key_field,
                     "file content contains an unpaired UTF-16 surrogate "
@@ -202,36 +190,11 @@ class _RecordChecker:
         return out if ok else None
 
     def _rel_path(self, raw: str, field: str) -> str | None:
-        hint = 'use a relative path such as "src/main.py"'
-        if not raw.strip():
-            self.add(field, f"file path must not be empty; {hint}")
+        path, why = clean_relative_path(raw)
+        if why:
+            self.add(field, why)
             return None
-        if raw.startswith(("/", "\\")) or (
-            len(raw) > 2 and raw[0].isalpha() and raw[1] == ":" and raw[2] in "/\\"
-        ):
-            self.add(
-                field, f"file path must be relative to repo/, got absolute path {raw!r}; {hint}"
-            )
-            return None
-        if "\x00" in raw or not _is_clean_text(raw):
-            self.add(field, f"file path contains a NUL character or an unpaired surrogate; {hint}")
-            return None
-        parts = [p for p in raw.replace("\\", "/").split("/") if p not in ("", ".")]
-        if ".." in parts:
-            self.add(field, f"file path must stay inside repo/: '..' is not allowed; {hint}")
-            return None
-        if not parts:
-            self.add(field, f"file path {raw!r} names no file; {hint}")
-            return None
-        for part in parts:
-            if len(part) > 63 and len(part.encode("utf-8")) > _MAX_NAME_BYTES:
-                self.add(
-                    field,
-                    f"file name {part[:20]!r}... is longer than "
-                    f"{_MAX_NAME_BYTES} bytes; shorten it",
-                )
-                return None
-        return "/".join(parts)
+        return path
 
 
 #: A relative path that needs no normalizing: components of ordinary characters,
