@@ -43,22 +43,17 @@ def _tasks(tmp_path: Path, n: int) -> Path:
     return write_tasks(tmp_path / "tasks.jsonl", [dict(TASK, task_id=f"t{i}") for i in range(n)])
 
 
+def _run_args(tasks: Path, run_dir: Path, cmd: str, *extra: str) -> list[str]:
+    """``ksi run`` arguments for the command agent: the same for a first run and its resume."""
+    return [
+        "run", str(tasks), "--agent", "command", "--agent-option", f"cmd={cmd}",
+        "--run-dir", str(run_dir), *extra,
+    ]  # fmt: skip
+
+
 def _start_run(tasks: Path, run_dir: Path, cmd: str, *extra: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "ksi",
-            "run",
-            str(tasks),
-            "--agent",
-            "command",
-            "--agent-option",
-            f"cmd={cmd}",
-            "--run-dir",
-            str(run_dir),
-            *extra,
-        ],
+        [sys.executable, "-m", "ksi", *_run_args(tasks, run_dir, cmd, *extra)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -79,7 +74,8 @@ def test_kill_9_then_resume_gives_exactly_one_record_per_attempt(tmp_path: Path)
     run_dir = tmp_path / "run"
     marker = f"ksi-kill9-{uuid.uuid4().hex}"
     cmd = f"sleep 0.4 # {marker}\necho > repo/ok.txt"
-    proc = _start_run(tasks, run_dir, cmd, "--concurrency", "2", "--attempts", "2")
+    opts = ("--concurrency", "2", "--attempts", "2")
+    proc = _start_run(tasks, run_dir, cmd, *opts)
     _wait_for_records(run_dir, 3, proc)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
@@ -87,20 +83,7 @@ def test_kill_9_then_resume_gives_exactly_one_record_per_attempt(tmp_path: Path)
     assert 3 <= len(before) < 16
 
     # Re-running the same command resumes: only missing attempts run.
-    resumed = ksi_cli(
-        "run",
-        str(tasks),
-        "--agent",
-        "command",
-        "--agent-option",
-        f"cmd={cmd}",
-        "--run-dir",
-        str(run_dir),
-        "--concurrency",
-        "2",
-        "--attempts",
-        "2",
-    )
+    resumed = ksi_cli(*_run_args(tasks, run_dir, cmd, *opts))
     assert resumed.returncode == 0, resumed.stderr
     after = journal_lines(run_dir)
     keys = [(r["task_id"], r["attempt"]) for r in after]
