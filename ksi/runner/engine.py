@@ -548,7 +548,7 @@ class Runner:
 
             if eval_result is None:
                 t = time.monotonic()
-                eval_result = self._grade_on_host(task, attempt, repo, captured, attempt_dir)
+                eval_result = self._grade_after_capture(task, attempt, repo, captured, attempt_dir)
                 times["eval"] = time.monotonic() - t
             if cfg.wipe_workspace:
                 remove_tree(workspace)
@@ -575,10 +575,12 @@ class Runner:
             )
         return record
 
-    def _grade_on_host(
+    def _grade_after_capture(
         self, task: TaskSpec, attempt: int, live_repo: Path, captured: Path, attempt_dir: Path
     ) -> EvalResult:
-        """Grade a fresh copy of the captured repo (or, with wipe off, the live repo)."""
+        """Grade once the agent's environment is gone: a fresh copy of the captured repo on
+        the host (or in a fresh environment with ``--eval-in environment``), or the live
+        repo when the workspace is kept."""
         log_dir = attempt_dir / "eval"
         if self.config.eval_in == "environment":
             return self._grade_in_fresh_environment(task, attempt, captured, attempt_dir)
