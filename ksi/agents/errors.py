@@ -1,8 +1,11 @@
 """Classifying how a coding-agent CLI run ended.
 
-The runner acts on an attempt's status: it retries ``rate_limited`` attempts,
-stops a run on ``auth_error`` and reports ``context_exceeded`` and
-``budget_exceeded`` apart from ordinary failures. Every CLI words these
+The runner acts on an attempt's status: ``rate_limited`` and ``overloaded``
+attempts are retried with backoff (``--retries``); ``auth_error``,
+``budget_exceeded`` and ``error`` make the attempt an unscored ``agent_error``
+(reported apart from ordinary failures, never retried, the run goes on);
+``context_exceeded`` is the agent's own failure and is graded like any other
+attempt. Every CLI words these
 errors differently, but they all pass on the provider's wording (HTTP status,
 error type), so one ordered list of patterns covers them; each agent adds
 what its own structured output says (e.g. Claude Code's ``error_max_turns``).
