@@ -208,7 +208,10 @@ class Agent(Protocol):
     description: ClassVar[str]
     #: Host variables the agent cannot run without (checked before a run starts).
     required_env: ClassVar[tuple[str, ...]]
-    #: Host variables passed through when set (base URLs, optional keys).
+    #: Host variables passed through when set (base URLs, optional keys). An
+    #: agent may also define ``optional_env_for(host_env, model) -> tuple[str, ...]``
+    #: to pass a provider mode's keys only while that mode is on (see
+    #: :func:`ksi.environments.envscrub.agent_optional_env`).
     optional_env: ClassVar[tuple[str, ...]]
 
     def check_tasks(self, tasks: Sequence[TaskSpec]) -> list[str]:

@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 from ksi.agents.claude_code import ClaudeCodeAgent
 from ksi.agents.codex import CodexAgent
 from ksi.agents.gemini_cli import GeminiCliAgent
+from ksi.agents.opencode import OpenCodeAgent
 from ksi.cli import agents_cmd
 from ksi.plugins import registry
 
@@ -61,8 +62,48 @@ def test_one_agents_credentials_never_reach_another(
     assert env[own] == KEYS[own]
     for name in foreign:
         assert name not in env
-    if cls is not ClaudeCodeAgent:
-        assert "AWS_SECRET_ACCESS_KEY" not in env
+    assert "AWS_SECRET_ACCESS_KEY" not in env
+
+
+AWS = {"AWS_ACCESS_KEY_ID": "AKIA-test", "AWS_SECRET_ACCESS_KEY": "aws-secret-value"}
+VERTEX = {"GOOGLE_APPLICATION_CREDENTIALS": "/keys/sa.json", "GOOGLE_CLOUD_PROJECT": "proj-x42"}
+
+
+@pytest.mark.parametrize(
+    ("cls", "host_env", "model", "passed", "withheld"),
+    [
+        # Issue 11 item 4: AWS keys exported for something else are not Claude Code's.
+        (ClaudeCodeAgent, dict(KEYS, **AWS), None, (), tuple(AWS)),
+        (ClaudeCodeAgent, dict(AWS, CLAUDE_CODE_USE_BEDROCK="0"), None, (), tuple(AWS)),
+        (ClaudeCodeAgent, dict(AWS, CLAUDE_CODE_USE_BEDROCK="1"), None, tuple(AWS), ()),
+        (
+            ClaudeCodeAgent,
+            dict(AWS, CLAUDE_CODE_USE_VERTEX="1", CLOUD_ML_REGION="us-east5"),
+            None,
+            ("CLOUD_ML_REGION",),
+            tuple(AWS),
+        ),
+        (GeminiCliAgent, dict(KEYS, **VERTEX), None, (), tuple(VERTEX)),
+        (GeminiCliAgent, dict(VERTEX, GOOGLE_GENAI_USE_VERTEXAI="true"), None, tuple(VERTEX), ()),
+        (OpenCodeAgent, dict(KEYS, **AWS), "anthropic/claude-sonnet-4-5", (), tuple(AWS)),
+        (OpenCodeAgent, dict(KEYS, **AWS), "amazon-bedrock/anthropic.claude", tuple(AWS), ()),
+    ],
+)
+def test_provider_mode_keys_go_only_with_their_mode(
+    tmp_path: Path,
+    cls: type,
+    host_env: dict[str, str],
+    model: str | None,
+    passed: tuple[str, ...],
+    withheld: tuple[str, ...],
+) -> None:
+    run = run_agent(make(cls), tmp_path, host_env=host_env, model=model)
+    env = run.record["env"]
+    for name in passed:
+        assert env[name] == host_env[name]
+    for name in withheld:
+        assert name not in env
+    assert all(host_env[n] not in json.dumps(run.record) for n in withheld)
 
 
 def test_every_cli_agent_is_a_registered_builtin() -> None:

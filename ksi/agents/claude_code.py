@@ -15,6 +15,7 @@ and cumulative ``usage`` (``input_tokens``, ``output_tokens``,
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import attrs
@@ -72,15 +73,23 @@ class ClaudeCodeAgent(CliAgent):
         "ANTHROPIC_BASE_URL",
         "ANTHROPIC_MODEL",
         "ANTHROPIC_SMALL_FAST_MODEL",
-        "AWS_REGION",
-        "AWS_ACCESS_KEY_ID",
-        "AWS_SECRET_ACCESS_KEY",
-        "AWS_SESSION_TOKEN",
-        "AWS_PROFILE",
-        "ANTHROPIC_VERTEX_PROJECT_ID",
-        "CLOUD_ML_REGION",
-        "GOOGLE_APPLICATION_CREDENTIALS",
     )
+    #: https://docs.claude.com/en/docs/claude-code/amazon-bedrock and .../google-vertex-ai
+    mode_env: ClassVar[Mapping[str, tuple[str, ...]]] = {
+        "CLAUDE_CODE_USE_BEDROCK": (
+            "AWS_REGION",
+            "AWS_ACCESS_KEY_ID",
+            "AWS_SECRET_ACCESS_KEY",
+            "AWS_SESSION_TOKEN",
+            "AWS_PROFILE",
+            "AWS_BEARER_TOKEN_BEDROCK",
+        ),
+        "CLAUDE_CODE_USE_VERTEX": (
+            "ANTHROPIC_VERTEX_PROJECT_ID",
+            "CLOUD_ML_REGION",
+            "GOOGLE_APPLICATION_CREDENTIALS",
+        ),
+    }
 
     #: Stop after this many agentic turns (``--max-turns``).
     max_turns: int | None = positive_int_or_none()

@@ -155,6 +155,11 @@ def as_float(value: Any) -> float | None:
     return float(value)
 
 
+def switch_is_on(value: str | None) -> bool:
+    """Whether a mode switch variable is on: set, and not empty/0/false/no/off."""
+    return value is not None and value.strip().lower() not in ("", "0", "false", "no", "off")
+
+
 class CliAgent:
     """Base of the built-in coding-agent CLI plugins (see the module docstring)."""
 
@@ -178,6 +183,13 @@ class CliAgent:
     login_hint: ClassVar[str] = ""
     #: Further variables passed through when set (base URLs, provider switches).
     extra_env: ClassVar[tuple[str, ...]] = ()
+    #: Variables only a provider *mode* uses, keyed by the variable that switches
+    #: the mode on (Claude Code's ``CLAUDE_CODE_USE_BEDROCK``: the AWS keys). They
+    #: are passed only while their switch is on, so a cloud key exported for
+    #: something else never reaches an agent that will not use it.
+    mode_env: ClassVar[Mapping[str, tuple[str, ...]]] = {}
+    #: The same, keyed by a ``--model`` prefix (OpenCode's ``amazon-bedrock/``).
+    model_env: ClassVar[Mapping[str, tuple[str, ...]]] = {}
     #: A trajectory file the CLI writes under ``<workspace>/.ksi/``, copied into
     #: the attempt directory by :meth:`outcome` (empty: stdout is the trajectory).
     trajectory_file: ClassVar[str] = ""
@@ -189,6 +201,8 @@ class CliAgent:
     def env_names(cls) -> tuple[str, ...]:
         """Every variable this agent may receive from the host."""
         names = [*cls.required_env, *cls.credential_env, *cls.extra_env]
+        for gated in (*cls.mode_env.values(), *cls.model_env.values()):
+            names.extend(gated)
         return tuple(dict.fromkeys(names))
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -200,6 +214,18 @@ class CliAgent:
             cls.optional_env = tuple(n for n in cls.env_names() if n not in cls.required_env)
 
     optional_env: ClassVar[tuple[str, ...]] = ()
+
+    def optional_env_for(self, host_env: Mapping[str, str], model: str | None) -> tuple[str, ...]:
+        """The ``optional_env`` names to pass for this host and model: a mode's only when on."""
+        gated = {n for names in (*self.mode_env.values(), *self.model_env.values()) for n in names}
+        on: set[str] = set()
+        for switch, names in self.mode_env.items():
+            if switch_is_on(host_env.get(switch)):
+                on.update(names)
+        for prefix, names in self.model_env.items():
+            if model and model.startswith(prefix):
+                on.update(names)
+        return tuple(n for n in self.optional_env if n not in gated or n in on)
 
     @classmethod
     def check_credentials(cls, env: Mapping[str, str], home: Path | None = None) -> CredentialCheck:

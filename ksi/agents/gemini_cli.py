@@ -16,6 +16,7 @@ exits 41 on an authentication failure.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import attrs
@@ -67,16 +68,19 @@ class GeminiCliAgent(CliAgent):
     credential_env: ClassVar[tuple[str, ...]] = (
         "GEMINI_API_KEY",
         "GOOGLE_API_KEY",
-        "GOOGLE_APPLICATION_CREDENTIALS",
+        "GOOGLE_GENAI_USE_VERTEXAI",
     )
     login_files: ClassVar[tuple[str, ...]] = (".gemini/oauth_creds.json",)
     login_hint: ClassVar[str] = "run `gemini` once and log in with Google"
-    extra_env: ClassVar[tuple[str, ...]] = (
-        "GOOGLE_GENAI_USE_VERTEXAI",
-        "GOOGLE_CLOUD_PROJECT",
-        "GOOGLE_CLOUD_LOCATION",
-        "GEMINI_MODEL",
-    )
+    extra_env: ClassVar[tuple[str, ...]] = ("GEMINI_MODEL",)
+    #: Vertex AI (https://geminicli.com/docs/get-started/authentication/).
+    mode_env: ClassVar[Mapping[str, tuple[str, ...]]] = {
+        "GOOGLE_GENAI_USE_VERTEXAI": (
+            "GOOGLE_APPLICATION_CREDENTIALS",
+            "GOOGLE_CLOUD_PROJECT",
+            "GOOGLE_CLOUD_LOCATION",
+        ),
+    }
 
     #: ``yolo`` approves every tool call; ``auto_edit`` only file edits.
     approval_mode: str = choice_field("yolo", APPROVAL_MODES)

@@ -14,6 +14,7 @@ too long for one argument. Tool permissions come from
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import attrs
@@ -73,11 +74,19 @@ class OpenCodeAgent(CliAgent):
         "OPENAI_BASE_URL",
         "ANTHROPIC_BASE_URL",
         "OPENCODE_CONFIG",
-        "AWS_REGION",
-        "AWS_ACCESS_KEY_ID",
-        "AWS_SECRET_ACCESS_KEY",
-        "AWS_SESSION_TOKEN",
     )
+    #: The Amazon Bedrock provider (https://opencode.ai/docs/providers/#amazon-bedrock)
+    #: is chosen by the model name; its AWS keys go only with such a --model.
+    model_env: ClassVar[Mapping[str, tuple[str, ...]]] = {
+        "amazon-bedrock/": (
+            "AWS_REGION",
+            "AWS_ACCESS_KEY_ID",
+            "AWS_SECRET_ACCESS_KEY",
+            "AWS_SESSION_TOKEN",
+            "AWS_PROFILE",
+            "AWS_BEARER_TOKEN_BEDROCK",
+        ),
+    }
 
     #: ``--agent`` (e.g. ``build``); empty: OpenCode's default agent.
     agent: str = ""

@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from ksi.errors import UserInputError
 
@@ -93,6 +94,22 @@ def scrubbed_env(
     return env
 
 
+def agent_optional_env(
+    agent: Any, model: str | None, host_env: Mapping[str, str] | None = None
+) -> tuple[str, ...]:
+    """The agent's ``optional_env`` names that apply on this host with this model.
+
+    An agent that defines ``optional_env_for(host_env, model)`` narrows its
+    list to the provider mode in use (Claude Code passes the AWS keys only
+    with ``CLAUDE_CODE_USE_BEDROCK`` on); any other agent gets its whole
+    ``optional_env``.
+    """
+    narrow = getattr(agent, "optional_env_for", None)
+    if callable(narrow):
+        return tuple(narrow(_host(host_env), model))
+    return tuple(getattr(agent, "optional_env", ()))
+
+
 def missing_required(
     agent: str,
     required: Sequence[str],
@@ -114,18 +131,49 @@ def missing_required(
                 f"agent {agent!r} needs the environment variable {name}, which is not set; "
                 f"export {name}=... in the shell that runs ksi"
             )
-    for name in passthrough:
+    problems.extend(
+        passthrough_problems("--agent-env", passthrough, f"agent {agent!r}", host_env=host)
+    )
+    return problems
+
+
+def passthrough_problems(
+    flag: str,
+    names: Sequence[str],
+    receiver: str,
+    *,
+    host_env: Mapping[str, str] | None = None,
+) -> list[str]:
+    """Every problem with the variable names given to ``flag`` (``--agent-env``, ``--eval-env``).
+
+    A name must be a variable name and set on the host. What was given is
+    echoed only when it *is* a name: ``MY_TOKEN=sk-...`` typed by mistake is
+    shown as ``MY_TOKEN=<value not shown>``, and anything else only by its
+    position, because the text may be the secret itself.
+    """
+    host = _host(host_env)
+    problems = []
+    for position, name in enumerate(names, start=1):
         if not _NAME.match(name):
             problems.append(
-                f"--agent-env {name!r}: expected a variable name such as MY_TOKEN; the value "
-                "is taken from your environment (export it first), not from the command line"
+                f"{flag} {_shown(name, position)}: expected a variable name such as MY_TOKEN; "
+                "the value is taken from your environment (export it first), not from the "
+                "command line"
             )
         elif name not in host:
             problems.append(
-                f"--agent-env {name}: {name} is not set in the environment ksi runs in, so "
-                f"agent {agent!r} cannot receive it; export it or drop the option"
+                f"{flag} {name}: {name} is not set in the environment ksi runs in, so "
+                f"{receiver} cannot receive it; export it or drop the option"
             )
     return problems
+
+
+def _shown(given: str, position: int) -> str:
+    """How a bad ``NAME`` argument is named in a message without showing a value."""
+    head, sep, _value = given.partition("=")
+    if sep and _NAME.match(head):
+        return f"{head}=<value not shown>"
+    return f"value #{position} (not shown: it is not a variable name and may be a secret)"
 
 
 def check_agent_env(

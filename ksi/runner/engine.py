@@ -25,7 +25,7 @@ from typing import Any
 import attrs
 
 from ksi import __version__
-from ksi.environments.envscrub import missing_required, scrubbed_env
+from ksi.environments.envscrub import agent_optional_env, missing_required, scrubbed_env
 from ksi.errors import KsiError, RunError, UserInputError
 from ksi.interfaces import AgentContext, AgentOutcome, AttemptContext, ExecResult
 from ksi.models import EvalResult, TaskSpec
@@ -485,7 +485,7 @@ class Runner:
 
             env_vars = scrubbed_env(
                 required=getattr(self.agent, "required_env", ()),
-                optional=getattr(self.agent, "optional_env", ()),
+                optional=agent_optional_env(self.agent, cfg.model),
                 passthrough=cfg.agent_env,
             )
             # Lets the environment find this run's processes after a crash (cleanup).

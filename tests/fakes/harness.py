@@ -16,7 +16,7 @@ from typing import Any
 
 import attrs
 
-from ksi.environments.envscrub import scrubbed_env
+from ksi.environments.envscrub import agent_optional_env, scrubbed_env
 from ksi.environments.local import LocalEnvironment
 from ksi.interfaces import AgentContext, AgentOutcome, AttemptContext, Invocation
 from ksi.models import TaskSpec
@@ -71,7 +71,7 @@ def run_agent(
     }
     base_env = scrubbed_env(
         required=agent.required_env,
-        optional=agent.optional_env,
+        optional=agent_optional_env(agent, model, host),
         passthrough=["FAKE_SCENARIO", "FAKE_RECORD"],
         host_env=host,
     )
