@@ -73,3 +73,7 @@ class EnvironmentFailure(KsiError):
 
 class RunError(UserInputError):
     """A run cannot start or resume as asked (mismatched resume, bad run dir...)."""
+
+
+class KsiWarning(UserWarning):
+    """Something the user must know before a run goes on (``warning: ...`` on the CLI)."""

@@ -127,7 +127,14 @@ class AttemptContext:
 
 
 class Environment(Protocol):
-    """Where agent processes run."""
+    """Where agent processes run.
+
+    Optional: ``isolates_agent: ClassVar[bool]`` (taken as True when absent)
+    says whether the agent is kept off the host; when it is, ``ksi run``
+    isolates host grading too (``--eval-isolation auto``). An environment
+    that does not isolate may define ``credential_warning(agent, names) -> str``,
+    printed when an agent with credentials runs there (``local`` does).
+    """
 
     name: ClassVar[str]
     aliases: ClassVar[tuple[str, ...]]

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -86,14 +87,29 @@ def test_exit_127_scores_zero_with_a_note_that_the_command_may_not_exist(work: P
     assert any("127" in n and "could not find the command" in n for n in r.notes)
 
 
-def test_command_runs_in_workdir_with_host_env_and_ksi_variables(
+def test_command_runs_in_workdir_with_named_host_vars_and_ksi_variables(
     work: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # Issue 11 item 2: the eval command imports the agent's code, so it gets the
+    # scrubbed environment plus only the host variables named (--eval-env).
     monkeypatch.setenv("KSI_TEST_HOST_VAR", "from-the-host")
+    monkeypatch.setenv("GITHUB_TOKEN", "ghp-not-for-the-eval")
     r = grade(
-        'pwd -P; echo "$KSI_TASK_ID"; echo "$KSI_EVAL_WORKDIR"; echo "$KSI_TEST_HOST_VAR"', work
+        'pwd -P; echo "$KSI_TASK_ID"; echo "$KSI_EVAL_WORKDIR"; echo "$KSI_TEST_HOST_VAR"; '
+        'echo "[$GITHUB_TOKEN]"; echo "$PATH"',
+        work,
+        pass_env=("KSI_TEST_HOST_VAR",),
     )
-    assert r.stdout_tail.splitlines() == [str(work.resolve()), "t1", str(work), "from-the-host"]
+    assert r.stdout_tail.splitlines() == [
+        str(work.resolve()),
+        "t1",
+        str(work),
+        "from-the-host",
+        "[]",
+        os.environ["PATH"],
+    ]
+    assert r.details["env_passed"] == ["KSI_TEST_HOST_VAR"]
+    assert r.details["isolation"] == "none"
 
 
 def test_shell_option_is_used(work: Path) -> None:
@@ -467,3 +483,70 @@ def test_evaluate_with_a_missing_seed_is_unscored(tmp_path: Path) -> None:
     )
     assert (out["status"], out["native_score"]) == ("missing_workspace", None)
     assert any("no-such-seed" in n for n in out["notes"])
+
+
+# -- isolation=sandbox (issue 11 item 2) ------------------------------------------
+
+
+def test_sandboxed_grade_keeps_the_scoring_contract(work: Path) -> None:
+    sandboxed = CommandEvaluator(isolation="sandbox")
+    assert sandboxed.grade(make_task("true"), work).native_score == 1.0
+    r = sandboxed.grade(make_task("exit 3"), work)
+    assert (r.status, r.native_score, r.exit_code) == ("scored", 0.0, 3)
+    (work / "score.json").write_text('{"score": 1}')  # stale: deleted before the command
+    r = sandboxed.grade(
+        make_task("test ! -e score.json && echo '{\"score\": 0.25}' > score.json"), work
+    )
+    assert (r.native_score, r.details["score_source"]) == (0.25, "score.json")
+    assert r.details["isolation"] == "sandbox"
+    marker = f"ksi-marker-{uuid.uuid4().hex}"
+    r = sandboxed.grade(
+        make_task(f"{_sleeper(marker, 'bg.started')} & sleep 1000", timeout=2.0), work
+    )
+    assert (r.status, r.native_score) == ("timeout", None)
+    assert _live_cmdlines_with(marker) == []
+
+
+@pytest.fixture
+def host_dir() -> Iterator[Path]:
+    """A writable directory outside /tmp (the sandbox's /tmp is a private tmpfs)."""
+    import shutil
+    import tempfile
+
+    path = Path(tempfile.mkdtemp(prefix=".ksi-test-outside-", dir=Path(__file__).parent))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def test_sandboxed_grade_cannot_write_outside_reach_the_network_or_read_home(
+    work: Path, tmp_path: Path, host_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import socket
+
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "id_ed25519").write_text("PRIVATE KEY\n")
+    monkeypatch.setenv("HOME", str(home))
+    outside = host_dir / "outside.txt"
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        port = server.getsockname()[1]
+        connect = f"import socket; socket.create_connection(('127.0.0.1', {port}), 2)"
+        probe = (
+            f"echo x > {outside} && echo WROTE; "
+            f"cat {home}/.ssh/id_ed25519 && echo READ_KEY; "
+            f'{sys.executable} -c "{connect}" && echo CONNECTED; '
+            'echo "HOME=$HOME"; ls -A "$HOME" | wc -l; echo ok > inside.txt'
+        )
+        sandboxed = CommandEvaluator(isolation="sandbox").grade(make_task(probe), work)
+        server.settimeout(0.2)
+        with pytest.raises(TimeoutError):
+            server.accept()
+        assert sandboxed.stdout_tail.splitlines() == ["HOME=/tmp/home", "0"]
+        assert not outside.exists()
+        assert (work / "inside.txt").read_text() == "ok\n"
+        # The same command without isolation does all three: the test can tell.
+        plain = CommandEvaluator(isolation="none").grade(make_task(probe), work)
+        assert {"WROTE", "READ_KEY", "CONNECTED"} <= set(plain.stdout_tail.splitlines())
+        assert outside.exists()

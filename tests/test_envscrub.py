@@ -12,6 +12,7 @@ from ksi.environments.local import LocalEnvironment
 from ksi.errors import UserInputError
 from ksi.interfaces import AttemptContext, Invocation
 from ksi.models import TaskSpec
+from tests.run_helpers import ksi
 
 HOST = {
     "PATH": "/usr/bin:/bin",
@@ -127,7 +128,8 @@ def test_agent_env_mistakes_are_reported() -> None:
         "command", (), passthrough=("TOKEN=abc", "UNSET_ONE", "SET_ONE"), host_env={"SET_ONE": "1"}
     )
     assert len(problems) == 2
-    assert problems[0].startswith("--agent-env 'TOKEN=abc': expected a variable name")
+    assert problems[0].startswith("--agent-env TOKEN=<value not shown>: expected a variable name")
+    assert "abc" not in "\n".join(problems)
     assert problems[1].startswith("--agent-env UNSET_ONE: UNSET_ONE is not set")
     assert "agent 'command'" in problems[1]
 
@@ -138,3 +140,22 @@ def test_check_agent_env_raises_a_user_error_with_every_problem() -> None:
     assert info.value.exit_code == 2
     assert "OPENAI_API_KEY" in str(info.value) and "--agent-env NOPE" in str(info.value)
     check_agent_env("codex", ("OPENAI_API_KEY",), host_env={"OPENAI_API_KEY": "k"})
+
+
+def test_a_value_given_where_a_name_was_expected_is_never_printed(tmp_path: Path) -> None:
+    """Issue 11 item 7: ``--agent-env MY_TOKEN=<value>`` (or the bare value) is not echoed."""
+    secret = "sk-ant-api03-do-not-print-me"
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text('{"task_id": "t", "prompt": "p"}\n')
+    for given in (f"MY_TOKEN={secret}", secret, f"{secret}=x"):
+        for flag in ("--agent-env", "--eval-env"):
+            res = ksi(
+                "run", str(tasks), "--agent", "nop", flag, given,
+                "--run-dir", str(tmp_path / "run"),
+            )  # fmt: skip
+            assert res.returncode == 2, res.stderr
+            assert "expected a variable name" in res.stderr
+            assert secret not in res.stdout + res.stderr
+            assert not (tmp_path / "run").exists()
+    res = ksi("run", str(tasks), "--agent", "nop", "--eval-env", f"MY_TOKEN={secret}")
+    assert "--eval-env MY_TOKEN=<value not shown>" in res.stderr

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import sys
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Iterator
 from typing import Any, NoReturn, ParamSpec, TypeVar
 
 import typer
 
-from ksi.errors import KsiError
+from ksi.errors import KsiError, KsiWarning
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -33,6 +35,23 @@ def fail(exc: KsiError) -> NoReturn:
     for line in str(exc).splitlines() or [type(exc).__name__]:
         typer.echo(f"error: {line}", err=True)
     raise typer.Exit(exc.exit_code)
+
+
+@contextlib.contextmanager
+def print_warnings() -> Iterator[None]:
+    """Show each :class:`KsiWarning` raised inside as ``warning: ...`` on stderr, every time."""
+    shown = warnings.showwarning
+
+    def show(message: Any, category: type[Warning], *args: Any, **kwargs: Any) -> None:
+        if issubclass(category, KsiWarning):
+            typer.echo(f"warning: {message}", err=True)
+        else:
+            shown(message, category, *args, **kwargs)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", KsiWarning)
+        warnings.showwarning = show
+        yield
 
 
 def echo_json(data: Any) -> None:

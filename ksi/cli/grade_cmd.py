@@ -24,6 +24,7 @@ from ksi.cli.common import echo_json, handle_errors
 from ksi.errors import UserInputError
 from ksi.models import EvalResult, TaskSpec
 from ksi.options import create_component, parse_key_values
+from ksi.runner.safety import configure_host_grading, decide_eval_isolation
 
 DEFAULT_TASK_SOURCE = "custom"
 
@@ -49,6 +50,8 @@ def grade_workspace(
     evaluator_options: Sequence[str] = (),
     keep_copy: bool = False,
     log_dir: Path | None = None,
+    eval_env: Sequence[str] = (),
+    eval_isolation: str = "auto",
 ) -> GradeOutcome:
     """Load ``task_id`` from ``tasks_path`` and grade a temporary copy of ``workspace``.
 
@@ -74,6 +77,10 @@ def grade_workspace(
     reg = registry("evaluator").get(evaluator_name)
     options = parse_key_values(evaluator_options, "--evaluator-option")
     grader = create_component(reg.obj, options, kind="evaluator", option_flag="--evaluator-option")
+    # No agent ran here: ``auto`` grades the author's own directory without isolation.
+    isolation = decide_eval_isolation(eval_isolation, None)
+    isolation = "none" if eval_isolation == "auto" else isolation
+    grader = configure_host_grading(grader, isolation=isolation, pass_env=eval_env)
     if getattr(grader, "grades_in", "host") != "host":
         raise UserInputError(
             f"evaluator {reg.name!r} grades inside an attempt's environment; ksi grade can "
@@ -181,6 +188,21 @@ def grade(
         Path | None,
         typer.Option("--log-dir", help="Write the evaluator's full stdout/stderr logs here."),
     ] = None,
+    eval_env: Annotated[
+        list[str] | None,
+        typer.Option(
+            metavar="NAME",
+            help="Host variable to pass to the eval command (repeatable); it gets no "
+            "credentials otherwise.",
+        ),
+    ] = None,
+    eval_isolation: Annotated[
+        str,
+        typer.Option(
+            help="sandbox: grade in bubblewrap (no network, only the copy writable); none or "
+            "auto (the same here): a plain host process.",
+        ),
+    ] = "auto",
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
     """Grade an existing directory with a task's evaluator and print the result.
@@ -205,6 +227,8 @@ def grade(
         evaluator_options=evaluator_option or (),
         keep_copy=keep_copy,
         log_dir=log_dir,
+        eval_env=eval_env or (),
+        eval_isolation=eval_isolation,
     )
     if as_json:
         echo_json(outcome.result.as_dict())

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import attrs
 import typer
 
-from ksi.cli.common import echo_json, handle_errors, is_tty
+from ksi.cli.common import echo_json, handle_errors, is_tty, print_warnings
 from ksi.cli.summary_view import print_summary
 from ksi.errors import UserInputError
 from ksi.options import parse_bool, parse_key_values
@@ -21,6 +21,7 @@ from ksi.runner.layout import RunLayout
 from ksi.runner.models import RunSummary
 from ksi.runner.progress import PlainProgress, Progress, RichProgress
 from ksi.runner.report import build_report
+from ksi.runner.safety import EVAL_ISOLATION_CHOICES
 from ksi.serialization import to_data
 
 
@@ -83,6 +84,21 @@ def run_command(
     eval_in: Annotated[
         str, typer.Option(help="host (grade a copy on the host) or environment.")
     ] = "host",
+    eval_env: Annotated[
+        list[str] | None,
+        typer.Option(
+            metavar="NAME",
+            help="Host environment variable to pass to the eval command (repeatable); it gets "
+            "no credentials otherwise.",
+        ),
+    ] = None,
+    eval_isolation: Annotated[
+        str,
+        typer.Option(
+            help="Host grading in a bubblewrap sandbox: auto (when the agent ran isolated), "
+            "sandbox, or none (UNSAFE: the agent's code runs with your files and network).",
+        ),
+    ] = "auto",
     attempts: Annotated[int, typer.Option(min=1, help="Independent attempts per task.")] = 1,
     concurrency: Annotated[
         int | None, typer.Option(min=1, help="Attempts at once (default: CPUs, max 8).")
@@ -140,6 +156,8 @@ def run_command(
         "evaluator": evaluator,
         "evaluator_options": parse_key_values(evaluator_option or [], "--evaluator-option"),
         "eval_in": _check_choice("--eval-in", eval_in, ("host", "environment")),
+        "eval_env": list(eval_env or []),
+        "eval_isolation": _check_choice("--eval-isolation", eval_isolation, EVAL_ISOLATION_CHOICES),
         "executor": executor,
         "attempts": attempts,
         "concurrency": concurrency or default_concurrency(),
@@ -178,7 +196,8 @@ def run_command(
         config = RunConfig(**fields)
     _sigterm_as_interrupt()
     runner = Runner(config, run_dir, progress=_progress())
-    summary = runner.run()
+    with print_warnings():
+        summary = runner.run()
     for problem in runner.observer_errors:
         typer.echo(f"warning: {problem}", err=True)
     print_summary(summary, rich_output=is_tty())
@@ -233,6 +252,17 @@ def regrade_command(
         list[str] | None,
         typer.Option(metavar="KEY=VALUE", help="An evaluator option (repeatable)."),
     ] = None,
+    eval_env: Annotated[
+        list[str] | None,
+        typer.Option(
+            metavar="NAME",
+            help="Host variable to pass to the eval command (repeatable; default: the run's).",
+        ),
+    ] = None,
+    eval_isolation: Annotated[
+        str | None,
+        typer.Option(help="auto, sandbox or none (default: the run's --eval-isolation)."),
+    ] = None,
 ) -> None:
     """Grade every attempt of a run again from its captured repos."""
     from ksi.runner.regrade import regrade_run
@@ -241,6 +271,8 @@ def regrade_command(
         run_dir,
         evaluator=evaluator,
         evaluator_options=parse_key_values(evaluator_option or [], "--evaluator-option"),
+        eval_env=eval_env,
+        eval_isolation=eval_isolation,
     )
     print_summary(summary, rich_output=is_tty())
 

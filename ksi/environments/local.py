@@ -14,6 +14,11 @@ KSI can. What KSI does guarantee on ``local``:
 The limit: a process that both leaves the session and scrubs its own
 environment (``setsid env -i ...``) cannot be found and may outlive the
 attempt. Use ``sandbox`` or ``docker`` (a PID namespace) when that matters.
+
+The scrub does not keep secrets on ``local`` either: the agent runs as the
+same user as KSI, so it can read KSI's whole environment (every API key in
+the shell that started ``ksi run``) from ``/proc/$PPID/environ``. A run warns
+when an agent with credentials runs here (:meth:`LocalEnvironment.credential_warning`).
 """
 
 from __future__ import annotations
@@ -165,8 +170,21 @@ class LocalEnvironment:
         "every process it starts is killed when the attempt ends."
     )
 
+    #: The agent runs as a plain host process (grading need not be isolated from it).
+    isolates_agent: ClassVar[bool] = False
+
     def prepare(self, tasks: Sequence[TaskSpec]) -> None:
         """Nothing to build or check on local."""
+
+    def credential_warning(self, agent: str, names: Sequence[str]) -> str:
+        """What a user must know before an agent with credentials runs here."""
+        return (
+            f"environment 'local' does not isolate agent {agent!r}: besides the "
+            f"{', '.join(names)} it is given, any process it starts can read KSI's own "
+            "environment from /proc/$PPID/environ (the scrub cannot help), which holds every "
+            "variable of the shell that started ksi, API keys and tokens included; use "
+            "--environment sandbox or docker to keep them out of its reach"
+        )
 
     def start(self, ctx: AttemptContext) -> LocalHandle:
         """A handle running processes in ``ctx.host_workspace``."""

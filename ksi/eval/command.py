@@ -7,8 +7,12 @@ the contract in :mod:`ksi.eval.scoring`. An attempt that cannot be judged
 *unscored* (``native_score=None``) with a ``status`` that says why, never
 0.0: a broken grader must not look like a wrong answer.
 
-The command runs with the privileges and environment of whoever runs KSI,
-plus ``KSI_TASK_ID`` and ``KSI_EVAL_WORKDIR``: a tasks file is code.
+The command runs with the privileges of whoever runs KSI (a tasks file is
+code) but not with their environment: it gets the scrubbed environment an
+agent gets, the variables named in ``pass_env`` (``--eval-env``), and
+``KSI_TASK_ID`` and ``KSI_EVAL_WORKDIR``. With ``isolation=sandbox`` (what a
+run picks when its agent ran isolated) it runs in a bubblewrap sandbox whose
+only writable path is the graded directory: see :mod:`ksi.eval.host_safety`.
 
 Given an environment handle (``ksi run --eval-in environment``: a fresh
 container of the task's image on a copy of the captured repo), the command
@@ -21,17 +25,23 @@ and a timeout or a shell that cannot start is unscored.
 from __future__ import annotations
 
 import math
-import os
 import posixpath
 import shutil
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Literal, Protocol
 
 import attrs
 
 from ksi.errors import UserInputError
+from ksi.eval.host_safety import (
+    ISOLATIONS,
+    check_pass_env,
+    eval_argv,
+    eval_process_env,
+    require_isolation,
+)
 from ksi.eval.scoring import (
     STATUS_MISSING_WORKSPACE,
     STATUS_NO_EVAL,
@@ -73,6 +83,11 @@ def _positive_int(_inst: object, attribute: attrs.Attribute[Any], value: int) ->
         raise ValueError(f"{attribute.name} must be > 0, got {value!r}")
 
 
+def _isolation(_inst: object, attribute: attrs.Attribute[Any], value: str) -> None:
+    if value not in ISOLATIONS:
+        raise ValueError(f"{attribute.name} must be one of {', '.join(ISOLATIONS)}, got {value!r}")
+
+
 @attrs.frozen
 class CommandEvaluator:
     """Run the task's eval command in the workspace; exit code or score.json is the score.
@@ -85,6 +100,12 @@ class CommandEvaluator:
     * ``log_cap_bytes``: the most of each stream written to the eval logs.
     * ``keep_workdir``: for :meth:`evaluate` only; keep the fresh copy of the
       task's starting files it grades when no workspace is given.
+    * ``isolation``: ``none`` (a plain host process) or ``sandbox`` (bubblewrap:
+      the graded directory is the only writable path, no network, no home);
+      ``ksi run --eval-isolation`` sets it for the run.
+    * ``pass_env``: host variables the eval command gets besides the scrubbed
+      environment (``ksi run --eval-env NAME`` sets it).
+    * ``bwrap_binary``: the bubblewrap executable for ``isolation=sandbox``.
     """
 
     name: ClassVar[str] = "command"
@@ -101,6 +122,37 @@ class CommandEvaluator:
     tail_bytes: int = attrs.field(default=4096, validator=_positive_int)
     log_cap_bytes: int = attrs.field(default=10 * 1024 * 1024, validator=_positive_int)
     keep_workdir: bool = False
+    isolation: str = attrs.field(default="none", validator=_isolation)
+    pass_env: tuple[str, ...] = ()
+    bwrap_binary: str = "bwrap"
+
+    # -- how a run grades on the host ------------------------------------------
+    def for_host_grading(self, *, isolation: str, pass_env: Sequence[str]) -> CommandEvaluator:
+        """This evaluator with the run's isolation and ``--eval-env`` names, both checked.
+
+        Called before a run starts, so a missing bubblewrap or an unset
+        variable stops it with a clear error instead of failing every grade.
+        """
+        check_pass_env(pass_env)
+        binary = self.bwrap_binary
+        if isolation == "sandbox":
+            binary = require_isolation(binary)
+        return attrs.evolve(
+            self, isolation=isolation, pass_env=tuple(pass_env), bwrap_binary=binary
+        )
+
+    def _host_process(
+        self, task: TaskSpec, command: str, workdir: Path
+    ) -> tuple[list[str], dict[str, str]]:
+        """``(argv, env)`` of the eval command as a host process (see ``host_safety``)."""
+        argv = eval_argv(
+            [self.shell, "-c", command],
+            workdir,
+            isolation=self.isolation,
+            binary=self.bwrap_binary,
+        )
+        env = eval_process_env(task.id, workdir, pass_env=self.pass_env, isolation=self.isolation)
+        return argv, env
 
     # -- the Evaluator protocol ----------------------------------------------
     def grade(
@@ -259,10 +311,16 @@ class CommandEvaluator:
     ) -> EvalResult:
         stdout_log, stderr_log = log_dir / STDOUT_LOG, log_dir / STDERR_LOG
         if handle is None:
+            argv, env = self._host_process(task, command, workdir)
+            details = {
+                **details,
+                "isolation": self.isolation,
+                "env_passed": sorted(n for n in self.pass_env if n in env),
+            }
             proc: _Ran = run_process(
-                [self.shell, "-c", command],
+                argv,
                 cwd=workdir,
-                env={**os.environ, "KSI_TASK_ID": task.id, "KSI_EVAL_WORKDIR": str(workdir)},
+                env=env,
                 timeout=timeout,
                 stdout_path=stdout_log,
                 stderr_path=stderr_log,

@@ -63,6 +63,10 @@ class RunConfig:
     solved_threshold: float = 1.0
     max_cost_usd: float | None = None
     agent_env: list[str] = attrs.field(factory=list)
+    #: Host variables the eval command gets besides the scrubbed environment.
+    eval_env: list[str] = attrs.field(factory=list)
+    #: Host grading in bubblewrap: "auto" (when the agent ran isolated), "none", "sandbox".
+    eval_isolation: str = "auto"
     log_cap_bytes: int = 20 * 1024 * 1024
     capture_max_file_bytes: int = 10 * 1024 * 1024
     output_json: str | None = None
@@ -86,6 +90,10 @@ class RunConfig:
             out.append(f"wipe_workspace: expected True or False, got {self.wipe_workspace!r}")
         if self.eval_in not in ("host", "environment"):
             out.append(f"eval_in: expected 'host' or 'environment', got {self.eval_in!r}")
+        if self.eval_isolation not in ("auto", "none", "sandbox"):
+            out.append(
+                f"eval_isolation: expected 'auto', 'none' or 'sandbox', got {self.eval_isolation!r}"
+            )
         return out
 
     def key(self) -> dict[str, Any]:

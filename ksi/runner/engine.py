@@ -18,6 +18,7 @@ import shutil
 import threading
 import time
 import uuid
+import warnings
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,7 @@ import attrs
 
 from ksi import __version__
 from ksi.environments.envscrub import agent_optional_env, missing_required, scrubbed_env
-from ksi.errors import KsiError, RunError, UserInputError
+from ksi.errors import KsiError, KsiWarning, RunError, UserInputError
 from ksi.interfaces import AgentContext, AgentOutcome, AttemptContext, ExecResult
 from ksi.models import EvalResult, TaskSpec
 from ksi.plugins import get_plugins
@@ -38,6 +39,7 @@ from ksi.runner.journal import Journal, latest_by_attempt, read_records, spendin
 from ksi.runner.layout import RunLayout
 from ksi.runner.models import AttemptRecord, RunInfo, RunSummary, Timings
 from ksi.runner.progress import NullProgress, Progress
+from ksi.runner.safety import configure_host_grading, credential_warning, decide_eval_isolation
 from ksi.runner.summary import summarize
 from ksi.serialization import to_data, write_json_atomic
 
@@ -158,6 +160,10 @@ class Runner:
         )
         self.executor, _ = resolve("executor", cfg.executor)
         self.grades_in = getattr(self.evaluator, "grades_in", "host")
+        isolation = decide_eval_isolation(cfg.eval_isolation, self.environment, eval_in=cfg.eval_in)
+        self.evaluator = configure_host_grading(
+            self.evaluator, isolation=isolation, pass_env=cfg.eval_env
+        )
 
     def _preflight(self, tasks: list[TaskSpec]) -> None:
         problems: list[str] = []
@@ -177,6 +183,15 @@ class Runner:
             problems.extend(missing(os.environ))
         if problems:
             raise UserInputError("\n".join(problems))
+        exposed = credential_warning(
+            self.environment,
+            self.agent,
+            model=self.config.model,
+            agent_env=self.config.agent_env,
+            host_env=os.environ,
+        )
+        if exposed:
+            warnings.warn(exposed, KsiWarning, stacklevel=2)
 
     def _open_run_dir(self, tasks: list[TaskSpec]) -> tuple[dict[str, Any], bool]:
         layout = self.layout
@@ -617,7 +632,7 @@ class Runner:
             attempt_dir=attempt_dir / "eval",
             host_workspace=workspace,
             base_env={
-                **scrubbed_env(required=(), optional=(), passthrough=()),
+                **scrubbed_env(required=(), optional=(), passthrough=self.config.eval_env),
                 "KSI_RUN_ID": self.run_id,
             },
         )

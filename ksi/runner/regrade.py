@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +22,7 @@ from ksi.runner.engine import summarize_run
 from ksi.runner.journal import Journal, latest_by_attempt, read_records
 from ksi.runner.layout import RunLayout
 from ksi.runner.models import AttemptRecord, RunSummary, Timings
+from ksi.runner.safety import configure_host_grading, decide_eval_isolation
 
 
 def regrade_run(
@@ -29,7 +30,12 @@ def regrade_run(
     *,
     evaluator: str | None = None,
     evaluator_options: Mapping[str, Any] | None = None,
+    eval_env: Sequence[str] | None = None,
+    eval_isolation: str | None = None,
 ) -> RunSummary:
+    """Grade every attempt of ``run_dir`` again; ``eval_env``/``eval_isolation`` default
+    to the run's own (``auto`` isolates when the run's agent ran isolated)."""
+    from ksi.plugins import registry
     from ksi.tasks.loaders import get_task_source
 
     layout = RunLayout(Path(run_dir).resolve())
@@ -48,6 +54,12 @@ def regrade_run(
     same = evaluator is None or evaluator == config.get("evaluator")
     stored_options = config.get("evaluator_options") if same else None
     grader, _ = resolve("evaluator", name, evaluator_options or stored_options)
+    environment = registry("environment").get(config.get("environment") or "local").obj
+    isolation = decide_eval_isolation(
+        eval_isolation or config.get("eval_isolation") or "auto", environment
+    )
+    names = eval_env if eval_env is not None else (config.get("eval_env") or [])
+    grader = configure_host_grading(grader, isolation=isolation, pass_env=names)
     if getattr(grader, "grades_in", "host") != "host":
         raise UserInputError(
             f"evaluator {component_name(grader)!r} grades inside the attempt's environment, "
