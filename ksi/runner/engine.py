@@ -260,6 +260,9 @@ class Runner:
         if problems:
             raise UserInputError("run configuration:\n" + "\n".join(f"  {p}" for p in problems))
         tasks, source = self._load_tasks()
+        # Before anything is created: ids this run directory cannot hold apart, seeds
+        # that would copy the run into itself.
+        self.layout.check_tasks(tasks, self.config.tasks_path or "tasks")
         self._resolve_components(source)
         self._preflight(tasks)
         # Images are checked or built before the run directory exists: a run that

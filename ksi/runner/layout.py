@@ -4,32 +4,127 @@
 pristine starting files, shared by a task's attempts) and
 ``<run>/attempts/<task>/<n>/`` (retry ``k`` of attempt ``n`` in ``<n>-retry<k>``).
 Task ids become directory names through :func:`task_dirname`, which keeps
-readable ids readable and makes every other id safe and unique.
+readable ids readable and escapes every other id reversibly, so two task ids
+never share a directory; :meth:`RunLayout.check_tasks` refuses, before a run
+starts, what the names alone cannot prevent (ids differing only in letter case
+on a case-insensitive filesystem, starting files that hold the run directory).
 """
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import json
+import os
 import re
+import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
 import attrs
 
-from ksi.errors import RunError, UserInputError
+from ksi.errors import RunError, TaskLoadError, UserInputError
+from ksi.models import Problem, TaskSpec
 
-_SAFE = re.compile(r"[^A-Za-z0-9._-]+")
+#: Characters a task directory name keeps as they are; ``%`` escapes the rest.
+_KEPT = re.compile(r"[A-Za-z0-9._-]")
+#: Longest directory name made from a task id before it is cut and hashed.
+MAX_DIRNAME = 100
+_CUT = 80
 
 
 def task_dirname(task_id: str) -> str:
-    """A filesystem-safe, collision-free directory name for a task id."""
-    safe = _SAFE.sub("_", task_id).strip("._") or "task"
-    if safe == task_id and len(safe) <= 80:
-        return safe
-    digest = hashlib.sha256(task_id.encode()).hexdigest()[:10]
-    return f"{safe[:60]}-{digest}"
+    """The directory name of a task id: readable, filesystem-safe and injective.
+
+    Ids made of ``A-Z a-z 0-9 . _ -`` (not starting with a dot) up to 100
+    characters are their own name, as they always were. Any other character
+    (and a leading dot, so no id becomes ``.``, ``..`` or a hidden directory)
+    becomes ``%XX`` per UTF-8 byte, which is reversible: ``a!`` is ``a%21``,
+    and no id of plain characters can contain ``%``. A name still over 100
+    characters keeps its first 80 and ends in ``~`` plus 16 hex digits of the
+    id's SHA-256; plain names never contain ``~`` (it is escaped), so a cut
+    name cannot equal an uncut one. Runs written by KSI before this rule named
+    unusual ids ``<cleaned>-<10 hex>``: their journal records keep those paths,
+    so resume, report and regrade still find them.
+    """
+    out = []
+    for i, ch in enumerate(task_id):
+        if _KEPT.match(ch) and not (i == 0 and ch == "."):
+            out.append(ch)
+        else:
+            out.extend(f"%{b:02X}" for b in ch.encode("utf-8", "surrogatepass"))
+    name = "".join(out) or "%"
+    if len(name) <= MAX_DIRNAME:
+        return name
+    cut = name[:_CUT]
+    tail = cut.rfind("%", _CUT - 2)
+    if tail != -1:  # never split a %XX escape
+        cut = cut[:tail]
+    digest = hashlib.sha256(task_id.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return f"{cut}~{digest}"
+
+
+def dirname_clashes(task_ids: Sequence[str], *, fold_case: bool) -> list[tuple[str, str]]:
+    """``(first id, second id)`` for each id whose directory name an earlier id already has.
+
+    With ``fold_case`` names are compared as a case-insensitive filesystem
+    (macOS, Windows) compares them.
+    """
+    seen: dict[str, str] = {}
+    clashes = []
+    for task_id in task_ids:
+        name = task_dirname(task_id)
+        key = name.lower() if fold_case else name  # names are ASCII: lower() is the folding
+        if key in seen:
+            clashes.append((seen[key], task_id))
+        else:
+            seen[key] = task_id
+    return clashes
+
+
+def folds_case(path: Path) -> bool:
+    """Whether the filesystem holding ``path`` (or its nearest existing parent) ignores case.
+
+    Probed with a temporary file that is removed at once; a directory KSI
+    cannot write to counts as case-sensitive (the run could not start there).
+    """
+    probe_dir = path
+    while not probe_dir.is_dir() and probe_dir != probe_dir.parent:
+        probe_dir = probe_dir.parent
+    try:
+        fd, name = tempfile.mkstemp(prefix=".ksi-case-probe-", dir=probe_dir)
+    except OSError:
+        return False
+    os.close(fd)
+    try:
+        return os.path.exists(os.path.join(probe_dir, os.path.basename(name).upper()))
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(name)
+
+
+def _starting_dir(task: TaskSpec) -> Path | None:
+    """The directory a task's starting files are copied from, or ``None`` (inline or none).
+
+    Read without writing anything: a task with inline ``files`` never copies
+    its ``repo_path``.
+    """
+    metadata = task.metadata
+    if not metadata or getattr(metadata, "inline_files", None) is not None:
+        return None
+    value = dict.get(metadata, "repo_path") if isinstance(metadata, dict) else None
+    if not isinstance(value, str | os.PathLike) or not str(value):
+        return None
+    return Path(value)
+
+
+def _problem(task: TaskSpec, display: str, field: str, message: str) -> Problem:
+    metadata = task.metadata if isinstance(task.metadata, dict) else {}
+    file = str(dict.get(metadata, "tasks_file") or display)
+    location = str(dict.get(metadata, "source_location") or "")
+    return Problem(file, message, location, task.id, field)
 
 
 @attrs.frozen
@@ -81,6 +176,79 @@ class RunLayout:
                 f"{self.root}: another `ksi` command is using this run directory"
             ) from exc
         return fh
+
+    def check_tasks(self, tasks: Sequence[TaskSpec], display: str = "tasks") -> None:
+        """Refuse, before the run starts, tasks this run directory cannot hold apart or seed.
+
+        Two ids whose directory names a case-insensitive filesystem would merge
+        (``Foo`` and ``foo``) would share attempts and seeds; starting files
+        that contain the run directory (``workspace_dir: "."`` with ``runs/``
+        beside the tasks file) would be copied into themselves without end, and
+        starting files inside it would be read from the run's own output.
+        Raises :class:`TaskLoadError` naming every such task, its field and the fix.
+        """
+        problems: list[Problem] = []
+        by_id = {t.id: t for t in tasks}
+        ids = list(by_id)
+        clashes = dirname_clashes(ids, fold_case=False)
+        folded = [c for c in dirname_clashes(ids, fold_case=True) if c not in clashes]
+        if folded and folds_case(self.root):
+            clashes += folded
+        for first, second in clashes:
+            problems.append(
+                _problem(
+                    by_id[second],
+                    display,
+                    "$.task_id",
+                    f"would share the directory {task_dirname(second)!r} with task {first!r} "
+                    f"under {str(self.root)!r} (its filesystem ignores letter case); "
+                    "rename one of the two tasks",
+                )
+            )
+        root = self.root.resolve()
+        for task in tasks:
+            source = _starting_dir(task)
+            if source is None:
+                continue
+            field = (
+                "$.workspace_dir"
+                if dict.get(task.metadata, "task_source") == "custom"
+                else "metadata['repo_path']"
+            )
+            try:
+                source = source.resolve()
+            except (OSError, RuntimeError):
+                continue  # seeding reports an unreadable directory itself
+            if source == root or source in root.parents:
+                problems.append(
+                    _problem(
+                        task,
+                        display,
+                        field,
+                        f"the starting files {str(source)!r} contain the run directory "
+                        f"{str(root)!r}: seeding would copy the run into itself. Put the run "
+                        "outside them (--run-dir or --runs-root), or point workspace_dir at a "
+                        "directory holding only the starting files",
+                    )
+                )
+            elif root in source.parents:
+                problems.append(
+                    _problem(
+                        task,
+                        display,
+                        field,
+                        f"the starting files {str(source)!r} are inside the run directory "
+                        f"{str(root)!r}, which the run writes; point workspace_dir at starting "
+                        "files outside the run",
+                    )
+                )
+        if problems:
+            count = len(problems)
+            raise TaskLoadError(
+                problems,
+                header=f"{count} problem{'s' if count != 1 else ''} with the tasks for run "
+                f"directory {self.root}; the run did not start",
+            )
 
     def seed_repo(self, task_id: str) -> Path:
         return self.root / "seeds" / task_dirname(task_id) / "repo"
