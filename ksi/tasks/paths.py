@@ -10,6 +10,9 @@ from __future__ import annotations
 
 #: Longest file name most filesystems accept.
 MAX_NAME_BYTES = 255
+#: Longest path under ``repo/``: the system's PATH_MAX (4096) less 1024 bytes for
+#: the run directory in front of it (``<run>/attempts/<task>/<n>/workspace/repo/``).
+MAX_PATH_BYTES = 3072
 _HINT = 'use a relative path such as "src/main.py"'
 
 
@@ -47,4 +50,11 @@ def clean_relative_path(raw: str) -> tuple[str, str]:
             return "", (
                 f"file name {part[:20]!r}... is longer than {MAX_NAME_BYTES} bytes; shorten it"
             )
-    return "/".join(parts), ""
+    path = "/".join(parts)
+    size = len(path.encode("utf-8"))
+    if size > MAX_PATH_BYTES:
+        return "", (
+            f"file path is {size} bytes long, over the {MAX_PATH_BYTES}-byte limit (the "
+            f"system's 4096-byte PATH_MAX less room for the run directory); shorten it"
+        )
+    return path, ""

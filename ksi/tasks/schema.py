@@ -25,7 +25,8 @@ from typing import Any
 import attrs
 
 from ksi.models import Problem
-from ksi.tasks.paths import clean_relative_path, is_clean_text
+from ksi.tasks.paths import MAX_PATH_BYTES, clean_relative_path, is_clean_text
+from ksi.tasks.workspace_rules import path_length_problem, workspace_dir_problem
 
 #: Eval timeout when a record's ``eval`` gives none (seconds).
 DEFAULT_EVAL_TIMEOUT_SEC = 300.0
@@ -138,7 +139,8 @@ class _RecordChecker:
         out: dict[str, str] = {}
         for raw_path, content in value.items():
             if (
-                _PLAIN_PATH.match(raw_path)
+                len(raw_path) <= MAX_PATH_BYTES
+                and _PLAIN_PATH.match(raw_path)
                 and raw_path not in out
                 and isinstance(content, str)
                 and (content.isascii() or is_clean_text(content))
@@ -272,6 +274,10 @@ def _workspace_dir(c: _RecordChecker, value: Any) -> Path | None:
     if "\x00" in text:
         c.add("$.workspace_dir", "must not contain a NUL character")
         return None
+    too_long = path_length_problem(text, "the path")
+    if too_long:
+        c.add("$.workspace_dir", too_long)
+        return None
     try:
         path = (c.base_dir / Path(text).expanduser()).resolve()
         is_dir = path.is_dir()
@@ -286,6 +292,10 @@ def _workspace_dir(c: _RecordChecker, value: Any) -> Path | None:
             f"{describe(text)} {what} (resolved to {str(path)!r}, "
             "relative to the tasks file); create it or fix the path",
         )
+        return None
+    refused = workspace_dir_problem(text, path, c.base_dir)
+    if refused:
+        c.add("$.workspace_dir", refused)
         return None
     return path
 
