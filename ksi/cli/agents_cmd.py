@@ -23,6 +23,7 @@ from ksi.agents.cli_base import binary_version
 from ksi.cli.common import echo_json, handle_errors
 from ksi.plugins import get_plugins, registry
 from ksi.registry import Registration
+from ksi.text import printable
 
 MIN_PYTHON = (3, 11)
 DOCKER_NAMES = frozenset({"docker"})
@@ -119,8 +120,8 @@ def agents(
         echo_json({"agents": facts})
         return
     for item in facts:
-        for line in _describe(item):
-            typer.echo(line)
+        for line in _describe(item):  # descriptions and versions come from plugins and binaries
+            typer.echo(printable(line))
 
 
 # -- doctor --------------------------------------------------------------------
@@ -294,7 +295,7 @@ def doctor(
             line = f"{_MARK[c.status]} {c.name}: {c.detail}"
             if c.fix and c.status != "ok":
                 line += f"\n         fix: {c.fix}"
-            typer.echo(line)
+            typer.echo(printable(line, multiline=True))  # details quote binaries' output
         typer.echo("Something blocking is missing." if failed else "Ready.")
     if failed:
         raise typer.Exit(1)

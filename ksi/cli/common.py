@@ -13,6 +13,7 @@ from typing import Any, NoReturn, ParamSpec, TypeVar
 import typer
 
 from ksi.errors import KsiError, KsiWarning
+from ksi.text import printable
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -32,8 +33,9 @@ def handle_errors(fn: Callable[P, R]) -> Callable[P, R]:
 
 
 def fail(exc: KsiError) -> NoReturn:
+    # Messages quote task ids, paths and file contents: never let them drive the terminal.
     for line in str(exc).splitlines() or [type(exc).__name__]:
-        typer.echo(f"error: {line}", err=True)
+        typer.echo(f"error: {printable(line, multiline=True)}", err=True)
     raise typer.Exit(exc.exit_code)
 
 
@@ -44,7 +46,7 @@ def print_warnings() -> Iterator[None]:
 
     def show(message: Any, category: type[Warning], *args: Any, **kwargs: Any) -> None:
         if issubclass(category, KsiWarning):
-            typer.echo(f"warning: {message}", err=True)
+            typer.echo(f"warning: {printable(str(message), multiline=True)}", err=True)
         else:
             shown(message, category, *args, **kwargs)
 
@@ -55,6 +57,7 @@ def print_warnings() -> Iterator[None]:
 
 
 def echo_json(data: Any) -> None:
+    # ensure_ascii (the default) writes every control character as a \u escape.
     typer.echo(json.dumps(data, indent=2, sort_keys=False, default=str))
 
 

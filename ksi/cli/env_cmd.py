@@ -20,6 +20,7 @@ import typer
 from ksi.cli.common import handle_errors
 from ksi.errors import EnvironmentFailure, KsiError, UserInputError
 from ksi.options import create_component
+from ksi.text import printable
 
 RUN_FILE = "run.json"
 
@@ -101,14 +102,14 @@ def cleanup(
         except EnvironmentFailure as exc:
             if environment:
                 raise
-            typer.echo(f"note: {name}: skipped: {exc}", err=True)
+            typer.echo(printable(f"note: {name}: skipped: {exc}", multiline=True), err=True)
             continue
         total += removed
         if removed:
             parts.append(f"{name}: {removed}")
     scope = "every ksi run" if target is None else f"run {target!r}"
     detail = f" ({', '.join(parts)})" if parts else ""
-    typer.echo(f"removed {total} leftover{'s' if total != 1 else ''} of {scope}{detail}")
+    typer.echo(printable(f"removed {total} leftover{'s' if total != 1 else ''} of {scope}{detail}"))
 
 
 def register(app: typer.Typer) -> None:

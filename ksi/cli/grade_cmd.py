@@ -25,6 +25,7 @@ from ksi.errors import UserInputError
 from ksi.models import EvalResult, TaskSpec
 from ksi.options import create_component, parse_key_values
 from ksi.runner.safety import configure_host_grading, decide_eval_isolation
+from ksi.text import printable
 
 DEFAULT_TASK_SOURCE = "custom"
 
@@ -142,14 +143,15 @@ def _print_outcome(outcome: GradeOutcome) -> None:
     for key in ("stdout_log", "stderr_log"):
         if key in r.details:
             rows.append((key.replace("_", " "), r.details[key]))
+    # The task id, paths, notes and above all the eval's output are not KSI's text.
     for label, value in rows:
-        typer.echo(f"{label + ':':<11} {value}")
+        typer.echo(f"{label + ':':<11} {printable(str(value))}")
     for note in r.notes:
-        typer.echo(f"note:       {note}")
+        typer.echo(f"note:       {printable(note)}")
     for label, tail in (("stdout", r.stdout_tail), ("stderr", r.stderr_tail)):
         if tail:
             typer.echo(f"--- {label} (end) ---")
-            typer.echo(tail.rstrip("\n"))
+            typer.echo(printable(tail.rstrip("\n"), multiline=True))
 
 
 def grade(

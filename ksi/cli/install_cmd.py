@@ -27,6 +27,7 @@ import typer
 from ksi.cli.common import handle_errors
 from ksi.errors import KsiError, UserInputError
 from ksi.plugins import KINDS, PluginInfo, get_plugins, reset_plugins
+from ksi.text import printable
 
 #: Set to ``pip`` or ``uv`` to force the installer.
 INSTALLER_VAR = "KSI_INSTALLER"
@@ -106,7 +107,7 @@ def _describe(info: PluginInfo) -> str:
 
 
 def _run(argv: Sequence[str]) -> None:
-    typer.echo("$ " + " ".join(argv), err=True)
+    typer.echo(printable("$ " + " ".join(argv)), err=True)
     try:
         proc = subprocess.run(list(argv), check=False)
     except OSError as exc:
@@ -121,15 +122,15 @@ def _report(before: dict[str, PluginInfo], after: dict[str, PluginInfo]) -> None
     if added:
         typer.echo("New plugins:")
         for info in added:
-            typer.echo(_describe(info))
+            typer.echo(printable(_describe(info)))
     if removed:
         typer.echo("Removed plugins:")
         for info in removed:
-            typer.echo(f"  {info.name} ({info.distribution} {info.version})")
+            typer.echo(printable(f"  {info.name} ({info.distribution} {info.version})"))
     if not added and not removed:
         typer.echo("No plugin was added or removed (`ksi plugins` lists what is installed).")
     for err in get_plugins().errors:
-        typer.echo(f"warning: {err}", err=True)
+        typer.echo(f"warning: {printable(str(err), multiline=True)}", err=True)
 
 
 def register(app: typer.Typer) -> None:

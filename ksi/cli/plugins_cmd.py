@@ -14,6 +14,7 @@ import typer
 from ksi.cli.common import echo_json, handle_errors, is_tty
 from ksi.plugins import KINDS, PluginInfo, PluginState, get_plugins
 from ksi.scaffold import register_new_command
+from ksi.text import printable
 
 plugins_app = typer.Typer(
     name="plugins",
@@ -62,7 +63,7 @@ def plugins(
         _print_table(infos)
     else:
         for info in infos:
-            typer.echo(_plain_line(info))
+            typer.echo(printable(_plain_line(info)))
     _print_errors(state)
 
 
@@ -98,21 +99,24 @@ def _plain_line(info: PluginInfo) -> str:
 def _print_table(infos: list[PluginInfo]) -> None:
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     table = Table("plugin", "distribution", "hooks", "registers")
     for info in infos:
-        table.add_row(
+        cells = (
             info.name,
             _origin(info),
             "\n".join(info.hooks) or "-",
             _components_text(info).replace("; ", "\n"),
         )
+        # Plugins name themselves: no markup, no control characters from them.
+        table.add_row(*(Text(printable(c, multiline=True)) for c in cells))
     Console().print(table)
 
 
 def _print_errors(state: PluginState) -> None:
     for err in state.errors:
-        typer.echo(f"error: {err}", err=True)
+        typer.echo(f"error: {printable(str(err), multiline=True)}", err=True)
     if state.errors:
         typer.echo(
             "error: these plugins were skipped; fix or disable them "

@@ -23,6 +23,7 @@ from ksi.runner.progress import PlainProgress, Progress, RichProgress
 from ksi.runner.report import build_report
 from ksi.runner.safety import EVAL_ISOLATION_CHOICES
 from ksi.serialization import to_data
+from ksi.text import printable
 
 
 def _split_ids(value: str | None) -> list[str] | None:
@@ -199,7 +200,7 @@ def run_command(
     with print_warnings():
         summary = runner.run()
     for problem in runner.observer_errors:
-        typer.echo(f"warning: {problem}", err=True)
+        typer.echo(f"warning: {printable(problem, multiline=True)}", err=True)
     print_summary(summary, rich_output=is_tty())
 
 
@@ -308,7 +309,7 @@ def check_command(
         echo_json(to_data(result))
     else:
         for line in result.lines():
-            typer.echo(line)
+            typer.echo(printable(line))
     if result.broken:
         raise typer.Exit(1)
 

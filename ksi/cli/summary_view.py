@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from ksi.runner.models import RunSummary, TaskSummary
+from ksi.text import printable
 
 
 def _score(value: float | None) -> str:
@@ -16,7 +17,10 @@ def _money(value: float | None) -> str:
 
 
 def summary_lines(summary: RunSummary) -> list[str]:
-    """The totals, one ``label: value`` line each (also used for the plain view)."""
+    """The totals, one ``label: value`` line each (also used for the plain view).
+
+    Escaped for the terminal: the run directory and a stop reason quote user text.
+    """
     lines = [
         f"run: {summary.run_id}  ({summary.run_dir})",
         f"tasks: {summary.n_tasks}   attempts journalled: {summary.n_attempts}",
@@ -43,7 +47,7 @@ def summary_lines(summary: RunSummary) -> list[str]:
     if summary.stopped_reason:
         state += f" (stopped: {summary.stopped_reason})"
     lines.append(f"run: {state}")
-    return lines
+    return [printable(line) for line in lines]
 
 
 #: Per-task rows shown on the terminal; the JSON report always has every task.
@@ -54,7 +58,9 @@ def _more_line(summary: RunSummary) -> str | None:
     hidden = len(summary.tasks) - MAX_TASK_ROWS
     if hidden <= 0:
         return None
-    return f"... {hidden} more tasks (ksi report {summary.run_dir} --json lists every one)"
+    return printable(
+        f"... {hidden} more tasks (ksi report {summary.run_dir} --json lists every one)"
+    )
 
 
 HEADER = ("task", "best", "solved", "attempts", "scored", "unscored", "errors")
@@ -63,7 +69,7 @@ HEADER = ("task", "best", "solved", "attempts", "scored", "unscored", "errors")
 def _cells(t: TaskSummary, with_cost: bool) -> list[str]:
     """One task's row, the same in the rich and the plain view."""
     cells = [
-        t.task_id,
+        printable(t.task_id),
         _score(t.best_score),
         "yes" if t.solved else "no",
         str(t.attempts),
@@ -82,19 +88,20 @@ def print_summary(summary: RunSummary, *, rich_output: bool) -> None:
     if rich_output:
         from rich.console import Console
         from rich.table import Table
+        from rich.text import Text
 
         table = Table(title="Per task")
         table.add_column(header[0], overflow="fold")  # ids are never cut short
         for col in header[1:]:
             table.add_column(col, justify="right")
         for row in rows:
-            table.add_row(*row)
+            table.add_row(*(Text(cell) for cell in row))  # Text: "[x]" in an id is no markup
         console = Console()
         console.print(table)
         if more:
-            console.print(more, highlight=False)
+            console.print(more, highlight=False, markup=False)
         for line in summary_lines(summary):
-            console.print(line, highlight=False)
+            console.print(line, highlight=False, markup=False)
         return
     table_rows = [header, *rows]
     widths = [max(len(r[i]) for r in table_rows) for i in range(len(header))]

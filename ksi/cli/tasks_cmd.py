@@ -16,6 +16,7 @@ from ksi.tasks.loaders import (
     validate_tasks_for_source,
 )
 from ksi.tasks.seed import describe_starting_files
+from ksi.text import printable
 
 tasks_app = typer.Typer(
     name="tasks",
@@ -44,7 +45,7 @@ def _load(path: Path, task_source: str) -> list[TaskSpec]:
 def validate(path: PathArg, task_source: SourceOpt = DEFAULT_TASK_SOURCE) -> None:
     """Check every record in PATH; print "OK: N tasks" or every problem (exit 2)."""
     tasks = _load(path, task_source)
-    typer.echo(f"OK: {len(tasks)} task{'s' if len(tasks) != 1 else ''} in {path}")
+    typer.echo(f"OK: {len(tasks)} task{'s' if len(tasks) != 1 else ''} in {printable(str(path))}")
 
 
 def _row(task: TaskSpec) -> dict[str, Any]:
@@ -74,7 +75,11 @@ def list_tasks(
         return
     headers = ("TASK", "STARTING FILES", "EVAL COMMAND")
     table = [
-        (r["task_id"], r["starting_files"], r["eval_command"] or "(none: unscored)") for r in rows
+        tuple(
+            printable(cell)
+            for cell in (r["task_id"], r["starting_files"], r["eval_command"] or "(none: unscored)")
+        )
+        for r in rows
     ]
     widths = [max(len(h), *(len(row[i]) for row in table)) for i, h in enumerate(headers[:2])]
     for row in (headers, *table):
