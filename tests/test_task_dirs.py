@@ -12,6 +12,7 @@ import pytest
 from ksi.errors import TaskLoadError
 from ksi.models import TaskSpec
 from ksi.runner.layout import RunLayout, dirname_clashes, folds_case, task_dirname
+from ksi.tasks.loaders import load_tasks_for_source
 from tests.run_helpers import journal_lines, ksi, write_tasks
 
 #: The attack: the second id is the name the first one was given before.
@@ -132,6 +133,20 @@ def test_case_only_ids_run_apart_or_are_refused_by_the_filesystem(tmp_path: Path
     else:
         assert proc.returncode == 0, proc.stderr
         assert sorted(p.name for p in (run / "attempts").iterdir()) == ["Foo", "foo"]
+
+
+def test_case_only_ids_are_refused_naming_both_where_case_is_ignored(tmp_path: Path) -> None:
+    tasks = write_tasks(
+        tmp_path / "tasks.jsonl",
+        [{"task_id": i, "prompt": "p"} for i in ("Foo", "bar", "foo", BANG, OLD_NAME)],
+    )
+    specs = load_tasks_for_source("custom", tasks)
+    with pytest.raises(TaskLoadError) as info:
+        RunLayout(tmp_path / "run").check_tasks(specs, str(tasks), fold_case=True)
+    (problem,) = info.value.problems
+    assert str(problem).startswith(f"{tasks}:line 3: task 'foo': $.task_id: would share ")
+    assert "with task 'Foo'" in str(problem) and "rename one of the two" in str(problem)
+    RunLayout(tmp_path / "run").check_tasks(specs, str(tasks), fold_case=False)  # no error
 
 
 def test_folds_case_probe_leaves_nothing_behind(tmp_path: Path) -> None:

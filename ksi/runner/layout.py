@@ -177,7 +177,9 @@ class RunLayout:
             ) from exc
         return fh
 
-    def check_tasks(self, tasks: Sequence[TaskSpec], display: str = "tasks") -> None:
+    def check_tasks(
+        self, tasks: Sequence[TaskSpec], display: str = "tasks", *, fold_case: bool | None = None
+    ) -> None:
         """Refuse, before the run starts, tasks this run directory cannot hold apart or seed.
 
         Two ids whose directory names a case-insensitive filesystem would merge
@@ -186,23 +188,28 @@ class RunLayout:
         beside the tasks file) would be copied into themselves without end, and
         starting files inside it would be read from the run's own output.
         Raises :class:`TaskLoadError` naming every such task, its field and the fix.
+        ``fold_case`` says whether names are compared ignoring case; by default
+        the run directory's filesystem is asked (only when some ids differ only
+        in case).
         """
         problems: list[Problem] = []
         by_id = {t.id: t for t in tasks}
         ids = list(by_id)
-        clashes = dirname_clashes(ids, fold_case=False)
-        folded = [c for c in dirname_clashes(ids, fold_case=True) if c not in clashes]
-        if folded and folds_case(self.root):
-            clashes += folded
-        for first, second in clashes:
+        # Exact clashes need a 64-bit hash collision; case-only ones are common on macOS.
+        exact = dirname_clashes(ids, fold_case=False)
+        folded = [c for c in dirname_clashes(ids, fold_case=True) if c not in exact]
+        if folded and not (folds_case(self.root) if fold_case is None else fold_case):
+            folded = []
+        for (first, second), why in [(c, "the same name") for c in exact] + [
+            (c, "names its filesystem does not tell apart (it ignores letter case)") for c in folded
+        ]:
             problems.append(
                 _problem(
                     by_id[second],
                     display,
                     "$.task_id",
                     f"would share the directory {task_dirname(second)!r} with task {first!r} "
-                    f"under {str(self.root)!r} (its filesystem ignores letter case); "
-                    "rename one of the two tasks",
+                    f"under {str(self.root)!r} ({why}); rename one of the two tasks",
                 )
             )
         root = self.root.resolve()
