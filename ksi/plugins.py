@@ -31,7 +31,7 @@ import pluggy
 
 from ksi import hookspecs
 from ksi.errors import DuplicateComponentError, PluginError
-from ksi.registry import Registry
+from ksi.registry import Registry, component_name
 
 #: Built-in plugins, registered exactly like third-party ones.
 DEFAULT_PLUGINS: tuple[str, ...] = (
@@ -91,6 +91,8 @@ class PluginInfo:
     hooks: list[str] = attrs.field(factory=list)
     #: kind -> names of the components this plugin registered.
     components: dict[str, list[str]] = attrs.field(factory=dict)
+    #: kind -> the other plugins' components this one overrides (``custom of 'ksi.tasks.custom'``).
+    overrides: dict[str, list[str]] = attrs.field(factory=dict)
 
 
 def _norm(name: str) -> str:
@@ -136,13 +138,68 @@ class _KsiPluginManager(pluggy.PluginManager):
         return opts
 
 
-def _call_impl(impl: Any, **kwargs: Any) -> Any:
+def _call_impl(impl: pluggy.HookImpl, **kwargs: Any) -> Any:
     """Call one hook implementation with the subset of arguments it declares."""
     return impl.function(**{k: v for k, v in kwargs.items() if k in impl.argnames})
 
 
-def _is_wrapper(impl: Any) -> bool:
+def _is_wrapper(impl: pluggy.HookImpl) -> bool:
     return bool(impl.hookwrapper or impl.wrapper)
+
+
+def call_order(caller: pluggy.HookCaller) -> list[pluggy.HookImpl]:
+    """A hook's implementations in the order pluggy itself would call them.
+
+    ``tryfirst`` ones first, then the others newest plugin first, ``trylast``
+    ones last. KSI calls each one itself (so a plugin that raises is skipped
+    alone), which is why hook wrappers are refused at load.
+    """
+    return [impl for impl in reversed(caller.get_hookimpls()) if not _is_wrapper(impl)]
+
+
+def precedence(impl: pluggy.HookImpl) -> int:
+    """How strongly a registration claims its names: 1 with ``tryfirst``, else 0.
+
+    Every built-in registers ``trylast``, and a plain registration of a
+    built-in's name is a clash (one plugin must not hijack a built-in by
+    accident); ``tryfirst`` is how a plugin says it means to override.
+    """
+    return 1 if impl.tryfirst else 0
+
+
+#: The protocol (in :mod:`ksi.interfaces`) each kind of component follows.
+PROTOCOLS: dict[str, str] = {
+    "task source": "TaskSource",
+    "evaluator": "Evaluator",
+    "agent": "Agent",
+    "environment": "Environment",
+    "executor": "Executor",
+}
+
+#: Protocol methods the runner treats as optional (it checks for them before calling).
+OPTIONAL_METHODS: dict[str, frozenset[str]] = {"agent": frozenset({"check_tasks"})}
+
+
+def required_methods(kind: str) -> list[str]:
+    """The methods a component of ``kind`` must have: its protocol's, minus the optional ones.
+
+    Read from the protocol class itself, so a method added to a protocol is
+    required from then on without a second list to keep in step.
+    """
+    from ksi import interfaces
+
+    protocol = getattr(interfaces, PROTOCOLS[kind])
+    optional = OPTIONAL_METHODS.get(kind, frozenset())
+    return [
+        name
+        for name, value in vars(protocol).items()
+        if not name.startswith("_") and callable(value) and name not in optional
+    ]
+
+
+def missing_methods(kind: str, component: object) -> list[str]:
+    """The required methods ``component`` lacks (empty when it follows its protocol)."""
+    return [name for name in required_methods(kind) if not callable(getattr(component, name, None))]
 
 
 class PluginState:
@@ -171,7 +228,7 @@ class PluginState:
         for module_name in DEFAULT_PLUGINS:
             module = importlib.import_module(module_name)
             self.pm.register(module, name=module_name)
-            self._check_hook_names(module_name)
+            self._check_hooks(module_name)
             self.infos[module_name] = PluginInfo(
                 module_name, "ksi", _ksi_version(), builtin=True, hooks=self._hooks_of(module_name)
             )
@@ -224,7 +281,7 @@ class PluginState:
             return
         try:
             self.pm.register(obj, name=ep.name)
-            self._check_hook_names(ep.name)
+            self._check_hooks(ep.name)
         except Exception as exc:
             if self.pm.has_plugin(ep.name):
                 self.pm.unregister(name=ep.name)
@@ -239,20 +296,30 @@ class PluginState:
         callers = self.pm.get_hookcallers(plugin) if plugin is not None else None
         return sorted(hc.name for hc in callers or [])
 
-    def _check_hook_names(self, plugin_name: str) -> None:
-        """Raise :class:`PluginError` for a ``ksi_*`` function that is not a hook."""
+    def _check_hooks(self, plugin_name: str) -> None:
+        """Raise :class:`PluginError` for a ``ksi_*`` function that is not a hook, or a wrapper."""
         plugin = self.pm.get_plugin(plugin_name)
         known = sorted(n for n, hc in vars(self.pm.hook).items() if hc.spec is not None)
         bad = []
+        wrappers = []
         for hc in self.pm.get_hookcallers(plugin) or []:
             if hc.spec is None:
                 close = difflib.get_close_matches(hc.name, known, n=1, cutoff=0.6)
                 hint = f" (did you mean {close[0]!r}?)" if close else ""
                 bad.append(f"{hc.name!r}{hint}")
+            elif any(i.plugin is plugin and _is_wrapper(i) for i in hc.get_hookimpls()):
+                wrappers.append(repr(hc.name))
         if bad:
             raise PluginError(
                 f"defines {', '.join(bad)}, which KSI has no hook for; "
                 f"hooks are listed in ksi.hookspecs"
+            )
+        if wrappers:
+            raise PluginError(
+                f"defines {', '.join(wrappers)} as a hook wrapper (wrapper=True or "
+                "hookwrapper=True), which KSI does not support: it calls each plugin's hook "
+                "on its own so that one failing plugin is skipped alone; drop the wrapper "
+                "option (tryfirst=True or trylast=True set the order instead)"
             )
         self.pm.check_pending()
 
@@ -310,32 +377,58 @@ class PluginState:
         self._late_errors[kind] = []
         for info in self.infos.values():
             info.components.pop(kind, None)
-        caller = getattr(self.pm.hook, KINDS[kind])
-        # Built-ins first, then in registration order, so a clash is blamed on the newcomer.
-        impls = sorted(
-            (i for i in caller.get_hookimpls() if not _is_wrapper(i)),
-            key=lambda i: not self._is_builtin(i.plugin_name),
-        )
+            info.overrides.pop(kind, None)
         stage = f"register {kind}s"
-        for impl in impls:
-            plugin = impl.plugin_name
-            staged: list[Any] = []
+        staged: list[tuple[pluggy.HookImpl, list[Any]]] = []
+        for impl in call_order(getattr(self.pm.hook, KINDS[kind])):
+            objs: list[Any] = []
             try:
-                _call_impl(impl, register=staged.append)
+                _call_impl(impl, register=objs.append)
             except Exception as exc:
                 # Nothing from a plugin whose hook raised is used: it is skipped whole.
-                self._fail_plugin(plugin, stage, exc, late=kind)
+                self._fail_plugin(impl.plugin_name, stage, exc, late=kind)
                 continue
-            for obj in staged:
+            staged.append((impl, objs))
+        # Names go to the strongest claim (tryfirst); at equal strength built-ins
+        # first, then in load order, so a clash is blamed on the newcomer.
+        load_order = {name: n for n, name in enumerate(self.infos)}
+        staged.sort(
+            key=lambda s: (
+                -precedence(s[0]),
+                not self._is_builtin(s[0].plugin_name),
+                load_order.get(s[0].plugin_name, len(load_order)),
+            )
+        )
+        for impl, objs in staged:
+            plugin = impl.plugin_name
+            for obj in objs:
                 try:
-                    added = reg.add(obj, plugin)
+                    self._check_component(kind, obj, plugin)
+                    added = reg.add(obj, plugin, precedence=precedence(impl))
                 except PluginError as exc:  # a clash, or not a valid component
                     self._fail_plugin(plugin, stage, exc, late=kind)
                     continue
                 owner = self.infos.get(plugin)
                 if owner is not None:
                     owner.components.setdefault(kind, []).append(added.name)
+        for loser, winner in reg.overridden:
+            owner = self.infos.get(winner.plugin)
+            if owner is not None:
+                owner.overrides.setdefault(kind, []).append(
+                    f"{loser.name} of {self.describe(loser.plugin)}"
+                )
         return reg
+
+    def _check_component(self, kind: str, obj: Any, plugin: str) -> None:
+        """Refuse a component without a valid name, or without a method its protocol requires."""
+        name, _ = component_name(obj, kind, plugin)
+        missing = missing_methods(kind, obj)
+        if missing:
+            raise PluginError(
+                f"plugin {plugin!r} registered {kind} {name!r} without "
+                f"{', '.join(m + '()' for m in missing)} (see ksi.interfaces."
+                f"{PROTOCOLS[kind]})"
+            )
 
     def _is_builtin(self, plugin_name: str) -> bool:
         info = self.infos.get(plugin_name)
@@ -350,10 +443,7 @@ class PluginState:
     def call_observers(self, hook_name: str, **kwargs: Any) -> list[str]:
         """Call a lifecycle hook on every plugin; return the errors instead of raising."""
         problems = []
-        caller = getattr(self.pm.hook, hook_name)
-        for impl in reversed(caller.get_hookimpls()):
-            if _is_wrapper(impl):
-                continue
+        for impl in call_order(getattr(self.pm.hook, hook_name)):
             try:
                 _call_impl(impl, **kwargs)
             except Exception as exc:
@@ -366,10 +456,7 @@ class PluginState:
     def register_commands(self, cli: Any) -> None:
         """Let every plugin add CLI commands; a plugin that raises is reported and skipped."""
         self._late_errors["command"] = []
-        caller = self.pm.hook.ksi_register_commands
-        for impl in reversed(caller.get_hookimpls()):
-            if _is_wrapper(impl):
-                continue
+        for impl in call_order(self.pm.hook.ksi_register_commands):
             try:
                 _call_impl(impl, cli=cli)
             except Exception as exc:
@@ -388,7 +475,7 @@ class PluginState:
                 raise PluginError(f"a plugin called {plugin_name!r} is already registered")
             try:
                 self.pm.register(obj, name=plugin_name)
-                self._check_hook_names(plugin_name)
+                self._check_hooks(plugin_name)
             except Exception as exc:
                 if self.pm.has_plugin(plugin_name):
                     self.pm.unregister(name=plugin_name)

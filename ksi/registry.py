@@ -1,9 +1,12 @@
 """Named components of one kind (task sources, evaluators, agents...).
 
 Lookups are case-insensitive over names and aliases. A name registered by two
-plugins is kept as a clash: listing shows it, and looking it up fails with an
-error that names both plugins, so one bad plugin cannot hijack a built-in
-silently, yet every other name keeps working.
+plugins with the same precedence is kept as a clash: listing shows it, and
+looking it up fails with an error that names both plugins, so one bad plugin
+cannot hijack a built-in silently, yet every other name keeps working. A
+registration with a higher precedence (its hook marked ``tryfirst``) overrides
+the name instead, and the override is recorded
+(:attr:`Registry.overridden`, shown by ``ksi plugins``).
 
 A name may also be a reference to an unpackaged component, resolved on the
 spot: ``package.module:Attr`` (imported from ``sys.path``) or
@@ -39,13 +42,16 @@ class Registration:
     aliases: tuple[str, ...]
     obj: Any
     plugin: str
+    #: How strongly the plugin claims the name: 1 from a ``tryfirst`` hook, else 0.
+    precedence: int = 0
 
     @property
     def description(self) -> str:
         return str(getattr(self.obj, "description", "") or "")
 
 
-def _component_name(obj: Any, kind: str, plugin: str) -> tuple[str, tuple[str, ...]]:
+def component_name(obj: Any, kind: str, plugin: str) -> tuple[str, tuple[str, ...]]:
+    """The name and aliases of a component, or a :class:`PluginError` naming the plugin."""
     name = getattr(obj, "name", None)
     if not isinstance(name, str) or not name.strip():
         raise PluginError(
@@ -81,19 +87,27 @@ class Registry:
         self._by_key: dict[str, Registration] = {}
         self._entries: list[Registration] = []
         self._clashes: dict[str, list[Registration]] = {}
+        #: ``(overridden, winner)`` pairs: a name claimed with a higher precedence.
+        self.overridden: list[tuple[Registration, Registration]] = []
 
-    def add(self, obj: Any, plugin: str) -> Registration:
-        """Register ``obj`` on behalf of ``plugin``; raise on a clash, keeping it recorded."""
-        name, aliases = _component_name(obj, self.kind, plugin)
-        reg = Registration(self.kind, name, aliases, obj, plugin)
+    def add(self, obj: Any, plugin: str, *, precedence: int = 0) -> Registration:
+        """Register ``obj`` on behalf of ``plugin``; raise on a clash, keeping it recorded.
+
+        Where another component holds one of its names with a different
+        ``precedence``, the higher one keeps the name and the pair is recorded
+        in :attr:`overridden`.
+        """
+        name, aliases = component_name(obj, self.kind, plugin)
+        reg = Registration(self.kind, name, aliases, obj, plugin, precedence)
         keys = list(dict.fromkeys(k.lower() for k in (name, *aliases)))
-        clashes = [
-            (key, self._by_key[key])
+        taken = {
+            key: self._by_key[key]
             for key in keys
             if key in self._by_key and self._by_key[key].obj is not obj
-        ]
-        if not clashes and keys[0] in self._by_key:
+        }
+        if not taken and keys[0] in self._by_key:
             return self._by_key[keys[0]]  # the same object registered twice: harmless
+        clashes = [(k, r) for k, r in taken.items() if r.precedence == precedence]
         if clashes:
             for key, existing in clashes:
                 self._clashes.setdefault(key, [existing]).append(reg)
@@ -104,8 +118,19 @@ class Registry:
                 "uninstall one or disable it with KSI_DISABLE_PLUGINS"
             )
         for key in keys:
+            holder = taken.get(key)
+            if holder is not None and holder.precedence > precedence:
+                continue  # a stronger claim keeps this name
             self._by_key[key] = reg
-        self._entries.append(reg)
+        for holder in dict.fromkeys(taken.values()):
+            if holder.precedence > precedence:
+                self.overridden.append((reg, holder))
+            else:
+                self.overridden.append((holder, reg))
+        # Listed under its own name only while that name still leads to it.
+        self._entries = [e for e in self._entries if self._by_key.get(e.name.lower()) is e]
+        if self._by_key.get(name.lower()) is reg:
+            self._entries.append(reg)
         return reg
 
     def __iter__(self) -> Iterator[Registration]:

@@ -174,3 +174,26 @@ def test_doctor_unknown_agent_is_a_user_error(clean_env: Path) -> None:
     result = CliRunner().invoke(_app(), ["doctor", "--agent", "claud-code"])
     assert result.exit_code == 2
     assert "did you mean 'claude-code'" in result.output
+
+
+# -- the doctor asks each environment its own start-up check (issue 9, section 2) --
+
+
+def test_doctor_checks_the_sandbox_with_its_own_bubblewrap_probe(clean_env: Path) -> None:
+    result = CliRunner().invoke(_app(), ["doctor", "--agent", "nop", "--environment", "bwrap"])
+    assert result.exit_code == 0, result.output
+    assert "[ok]   environment sandbox: provided by ksi.environments.sandbox" in result.output
+    assert "[ok]   sandbox ready: its start-up check passed" in result.output
+
+
+def test_doctor_reports_what_the_environment_itself_says_is_missing(
+    clean_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KSI_DOCKER_BINARY", "no-such-docker-cli")
+    result = CliRunner().invoke(_app(), ["doctor", "--agent", "nop", "--environment", "docker"])
+    assert result.exit_code == 1
+    assert (
+        "[FAIL] docker ready: docker environment: the container CLI 'no-such-docker-cli' was "
+        "not found on PATH" in result.output
+    )
+    assert "Something blocking is missing." in result.output

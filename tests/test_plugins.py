@@ -29,7 +29,7 @@ from ksi.cli import plugins_cmd
 from ksi.errors import DuplicateComponentError, PluginError, UnknownComponentError
 from ksi.models import EvalResult, TaskSpec
 from ksi.options import create_component
-from ksi.plugins import get_plugins, register_plugin, registry
+from ksi.plugins import get_plugins, register_plugin, registry, required_methods
 
 pytest_plugins = ["ksi.testing"]
 
@@ -102,6 +102,15 @@ def ksi_cli(*args: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedP
         text=True,
         timeout=120,
     )
+
+
+def follows_protocol(kind: str) -> dict[str, Any]:
+    """Methods that make a test class pass the registration check for ``kind``.
+
+    These tests are about registration, not behaviour: every method the
+    protocol requires, doing nothing.
+    """
+    return {name: lambda self, *args, **kwargs: None for name in required_methods(kind)}
 
 
 def error_for(plugin: str) -> Any:
@@ -221,9 +230,7 @@ def test_a_component_without_a_name_is_reported_and_the_rest_kept(
     class Nameless:
         description = "forgot its name"
 
-    class Named:
-        name: ClassVar[str] = "named-agent"
-        aliases: ClassVar[tuple[str, ...]] = ()
+    Named = type("Named", (), {"name": "named-agent", "aliases": (), **follows_protocol("agent")})
 
     class Plugin:
         @staticmethod
@@ -445,6 +452,9 @@ def test_ksi_plugins_shows_in_process_plugins_and_clashes(
         name: ClassVar[str] = "command"  # the built-in evaluator's name
         aliases: ClassVar[tuple[str, ...]] = ()
 
+        def grade(self, task: TaskSpec, workdir: Path, **_: Any) -> EvalResult:
+            return EvalResult(status="graded", native_score=0.0)
+
     class Plugin:
         @staticmethod
         @hookimpl
@@ -485,9 +495,7 @@ def test_ksi_plugins_without_third_party_plugins_says_so(tmp_path: Path) -> None
 
 
 def test_ksi_plugin_fixture_registers_for_one_test_only(ksi_plugin: Callable[..., Any]) -> None:
-    class Agent:
-        name: ClassVar[str] = "fixture-agent"
-        aliases: ClassVar[tuple[str, ...]] = ()
+    Agent = type("Agent", (), {"name": "fixture-agent", "aliases": (), **follows_protocol("agent")})
 
     class Plugin:
         @staticmethod
@@ -513,6 +521,12 @@ def test_ksi_fixtures_work_through_a_pytest11_entry_point(site: Site, tmp_path: 
             class Source:
                 name = "mine"
                 aliases = ()
+
+                def load(self, path):
+                    return []
+
+                def validate(self, path):
+                    return []
 
             class Plugin:
                 @staticmethod
@@ -607,7 +621,9 @@ def test_hook_ksi_register_evaluators(ksi_plugin: Callable[..., Any], tmp_path: 
 
 
 def _check_registration(ksi_plugin: Callable[..., Any], kind: str, hook: str) -> None:
-    component = type(f"My{kind.title()}", (_Component,), {"name": f"my-{kind}"})
+    component = type(
+        f"My{kind.title()}", (_Component,), {"name": f"my-{kind}", **follows_protocol(kind)}
+    )
 
     def impl(register: Any) -> None:
         register(component)
@@ -737,3 +753,153 @@ def test_registering_an_already_loaded_plugin_module_is_harmless() -> None:
     unregister = register_plugin(builtin_module, name="again")
     unregister()
     assert get_plugins().pm.is_registered(builtin_module), "the loaded plugin stays loaded"
+
+
+# -- pluggy's order: tryfirst, trylast, wrappers (issue 9, section 4) ------------
+
+
+def test_tryfirst_plugin_overrides_the_builtin_custom_source(site: Site, tmp_path: Path) -> None:
+    site.add("ksi-fake-override", "ksi_fake_override", ep_name="override")
+    tasks_file = tmp_path / "prompts.txt"
+    tasks_file.write_text("fix the bug\nadd a test\n")
+
+    reg = registry("task source").get("custom")
+    assert reg.plugin == "override"
+    assert get_plugins().errors == []
+    info = get_plugins().infos["override"]
+    assert info.overrides == {"task source": ["custom of 'ksi.tasks.custom' (built into ksi)"]}
+
+    # For real: the command line reads the file with the plugin's source; the
+    # built-in would refuse a text file that is not JSON (exit code 2).
+    proc = ksi_cli("tasks", "validate", str(tasks_file), env=site.env(), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == f"OK: 2 tasks in {tasks_file}\n"
+    listing = ksi_cli("plugins", "--json", env=site.env(), cwd=tmp_path)
+    (plugin,) = [p for p in json.loads(listing.stdout)["plugins"] if p["name"] == "override"]
+    assert plugin["overrides"] == info.overrides
+
+
+def test_without_tryfirst_a_builtin_name_is_a_clash_not_an_override(
+    ksi_plugin: Callable[..., Any],
+) -> None:
+    class Custom:
+        name: ClassVar[str] = "custom"
+        aliases: ClassVar[tuple[str, ...]] = ()
+        load = validate = staticmethod(lambda path: [])
+
+    class Plugin:
+        @staticmethod
+        @hookimpl
+        def ksi_register_task_sources(register: Any) -> None:
+            register(Custom)
+
+    ksi_plugin(Plugin, name="plain-custom")
+    with pytest.raises(DuplicateComponentError, match=r"ksi.tasks.custom.*plain-custom"):
+        registry("task source").get("custom")
+    assert error_for("plain-custom").stage == "register task sources"
+
+
+def test_observers_are_called_in_pluggys_order(tmp_path: Path) -> None:
+    """tryfirst first, then plain ones newest plugin first, trylast last."""
+    calls: list[str] = []
+
+    def observer(label: str, **opts: bool) -> type:
+        def ksi_run_started(run: Any) -> None:
+            calls.append(label)
+
+        return type(label, (), {"ksi_run_started": staticmethod(hookimpl(**opts)(ksi_run_started))})
+
+    undo = [
+        register_plugin(observer("first", tryfirst=True), name="first"),
+        register_plugin(observer("older"), name="older"),
+        register_plugin(observer("last", trylast=True), name="last"),
+        register_plugin(observer("newer"), name="newer"),
+    ]
+    try:
+        tasks = tmp_path / "tasks.jsonl"
+        tasks.write_text(json.dumps({"task_id": "t", "prompt": "p", "files": {"a": "b"}}) + "\n")
+        import ksi
+
+        ksi.run(tasks, agent="nop", run_dir=tmp_path / "run")
+    finally:
+        for fn in undo:
+            fn()
+    assert calls == ["first", "newer", "older", "last"]
+
+
+def test_a_hook_wrapper_is_refused_naming_the_plugin(site: Site, tmp_path: Path) -> None:
+    site.add("ksi-fake-wrapper", "ksi_fake_wrapper", version="0.2", ep_name="wrapping")
+    site.add("ksi-fake-good", "ksi_fake_good", ep_name="good")
+
+    assert registry("evaluator").get("fake-eval").plugin == "good"  # the others still load
+    err = error_for("wrapping")
+    assert (err.distribution, err.stage) == ("ksi-fake-wrapper", "register hooks")
+    assert "'ksi_run_started' as a hook wrapper" in err.error
+    assert "tryfirst=True or trylast=True" in err.error
+    assert "wrapping" not in get_plugins().infos
+    assert not get_plugins().pm.has_plugin("wrapping")
+
+    # Strict, the same refusal ends the command with the plugin named.
+    proc = ksi_cli("plugins", env=site.env(KSI_STRICT_PLUGINS="1"), cwd=tmp_path)
+    assert proc.returncode == 1
+    assert "plugin 'wrapping' from ksi-fake-wrapper 0.2 failed to register hooks" in proc.stderr
+    assert "hook wrapper" in proc.stderr
+
+
+def test_an_old_style_hookwrapper_in_process_is_refused() -> None:
+    class Plugin:
+        @staticmethod
+        @hookimpl(hookwrapper=True)
+        def ksi_attempt_finished(run: Any, record: Any) -> Iterator[None]:
+            yield
+
+    with pytest.raises(PluginError, match=r"plugin 'timing' defines 'ksi_attempt_finished' as a"):
+        register_plugin(Plugin, name="timing")
+    assert not get_plugins().pm.has_plugin("timing")
+
+
+# -- components checked against their protocol (issue 9, section 2) ----------------
+
+
+def test_a_component_missing_protocol_methods_is_reported_naming_them(
+    ksi_plugin: Callable[..., Any],
+) -> None:
+    class HalfAgent:
+        name: ClassVar[str] = "foo"
+        aliases: ClassVar[tuple[str, ...]] = ()
+
+        def setup(self, ctx: Any) -> None:
+            pass
+
+    class Plugin:
+        @staticmethod
+        @hookimpl
+        def ksi_register_agents(register: Any) -> None:
+            register(HalfAgent)
+
+    ksi_plugin(Plugin, name="x")
+    with pytest.raises(UnknownComponentError):
+        registry("agent").get("foo")
+    err = error_for("x")
+    assert err.stage == "register agents"
+    assert "plugin 'x' registered agent 'foo' without invocation(), outcome()" in err.error
+    assert "nop" in registry("agent")  # the built-ins are untouched
+
+
+def test_strict_plugins_makes_a_protocol_miss_fatal(
+    ksi_plugin: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    class NoGrade:
+        name: ClassVar[str] = "no-grade"
+        aliases: ClassVar[tuple[str, ...]] = ()
+
+    class Plugin:
+        @staticmethod
+        @hookimpl
+        def ksi_register_evaluators(register: Any) -> None:
+            register(NoGrade)
+
+    ksi_plugin(Plugin, name="sloppy")
+    monkeypatch.setenv("KSI_STRICT_PLUGINS", "1")
+    with pytest.raises(PluginError, match=r"registered evaluator 'no-grade' without grade\(\)"):
+        registry("evaluator")

@@ -9,8 +9,6 @@ exits 1 when something the chosen run needs is missing.
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
 import sys
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -21,14 +19,13 @@ import typer
 
 from ksi.agents.cli_base import binary_version
 from ksi.cli.common import echo_json, handle_errors
+from ksi.errors import KsiError
+from ksi.options import create_component
 from ksi.plugins import get_plugins, registry
 from ksi.registry import Registration
 from ksi.text import printable
 
 MIN_PYTHON = (3, 11)
-DOCKER_NAMES = frozenset({"docker"})
-SANDBOX_NAMES = frozenset({"sandbox", "bwrap", "bubblewrap"})
-_PROBE_TIMEOUT = 10.0
 
 
 def register(app: typer.Typer) -> None:
@@ -194,63 +191,25 @@ def _agent_checks(facts: dict[str, Any], *, blocking: bool) -> list[Check]:
     return checks
 
 
-def _probe(argv: list[str]) -> tuple[bool, str]:
-    try:
-        proc = subprocess.run(
-            argv, capture_output=True, text=True, timeout=_PROBE_TIMEOUT, stdin=subprocess.DEVNULL
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return False, str(exc)
-    out = (proc.stdout.strip() or proc.stderr.strip()).splitlines()
-    return proc.returncode == 0, out[-1] if out else f"exit code {proc.returncode}"
-
-
-def _docker_check() -> Check:
-    if shutil.which("docker") is None:
-        return Check(
-            "docker",
-            "fail",
-            "`docker` is not on PATH",
-            "install Docker: https://docs.docker.com/engine/install/",
-        )
-    ok, detail = _probe(["docker", "info", "--format", "{{.ServerVersion}}"])
-    if ok:
-        return Check("docker", "ok", f"daemon reachable (server {detail})")
-    return Check(
-        "docker",
-        "fail",
-        f"daemon not reachable: {detail}",
-        "sudo systemctl start docker  (and add yourself to the docker group: "
-        "sudo usermod -aG docker $USER)",
-    )
-
-
-def _bwrap_check() -> Check:
-    if shutil.which("bwrap") is None:
-        return Check(
-            "bubblewrap", "fail", "`bwrap` is not on PATH", "sudo apt-get install bubblewrap"
-        )
-    ok, detail = _probe(["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--unshare-pid", "true"])
-    if ok:
-        return Check("bubblewrap", "ok", "bwrap can create a sandbox")
-    return Check(
-        "bubblewrap",
-        "fail",
-        f"bwrap cannot create a sandbox: {detail}",
-        "sudo sysctl -w kernel.unprivileged_userns_clone=1 "
-        "kernel.apparmor_restrict_unprivileged_userns=0",
-    )
-
-
 def _environment_checks(name: str) -> list[Check]:
+    """The environment's own readiness check: ``prepare`` with no tasks, default options.
+
+    The same code a run calls before its first attempt (docker: the CLI is
+    on PATH and the engine answers; sandbox: bubblewrap can create its
+    namespaces), so the doctor never disagrees with ``ksi run``, and a
+    third-party environment is checked the same way.
+    """
     reg = registry("environment").get(name)
-    keys = {reg.name.lower(), *(a.lower() for a in reg.aliases)}
     checks = [Check(f"environment {reg.name}", "ok", f"provided by {reg.plugin}")]
-    if keys & DOCKER_NAMES:
-        checks.append(_docker_check())
-    if keys & SANDBOX_NAMES:
-        checks.append(_bwrap_check())
-    return checks
+    try:
+        env = create_component(reg.obj, {}, kind="environment", option_flag="--environment")
+    except KsiError as exc:
+        return [*checks, Check(f"{reg.name} ready", "warn", f"not checked: {exc}")]
+    try:
+        env.prepare([])
+    except KsiError as exc:
+        return [*checks, Check(f"{reg.name} ready", "fail", str(exc))]
+    return [*checks, Check(f"{reg.name} ready", "ok", "its start-up check passed")]
 
 
 def run_checks(agent: str | None, environment: str | None) -> list[Check]:

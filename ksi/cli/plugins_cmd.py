@@ -68,7 +68,7 @@ def plugins(
 
 
 def _info_json(info: PluginInfo) -> dict[str, Any]:
-    return {
+    data = {
         "name": info.name,
         "distribution": info.distribution,
         "version": info.version,
@@ -76,6 +76,9 @@ def _info_json(info: PluginInfo) -> dict[str, Any]:
         "hooks": list(info.hooks),
         "components": {kind: list(names) for kind, names in info.components.items()},
     }
+    if info.overrides:  # only plugins that override another's component say so
+        data["overrides"] = {kind: list(names) for kind, names in info.overrides.items()}
+    return data
 
 
 def _origin(info: PluginInfo) -> str:
@@ -91,9 +94,15 @@ def _components_text(info: PluginInfo) -> str:
     return "; ".join(parts) or "-"
 
 
+def _overrides_text(info: PluginInfo) -> str:
+    return "; ".join(f"{kind}s: {', '.join(names)}" for kind, names in info.overrides.items())
+
+
 def _plain_line(info: PluginInfo) -> str:
     hooks = ", ".join(info.hooks) or "-"
-    return f"{info.name} ({_origin(info)}): hooks: {hooks}; registers: {_components_text(info)}"
+    line = f"{info.name} ({_origin(info)}): hooks: {hooks}; registers: {_components_text(info)}"
+    overrides = _overrides_text(info)
+    return f"{line}; overrides: {overrides}" if overrides else line
 
 
 def _print_table(infos: list[PluginInfo]) -> None:

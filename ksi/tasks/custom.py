@@ -290,5 +290,5 @@ def load_custom_tasks(path: Path | str) -> list[TaskSpec]:
 
 @hookimpl(trylast=True)
 def ksi_register_task_sources(register: Callable[[Any], None]) -> None:
-    """Register the built-in ``custom`` source (last, so a plugin may override it)."""
+    """Register the built-in ``custom`` source; a plugin's ``tryfirst`` hook may override it."""
     register(CustomTaskSource)
