@@ -1,21 +1,23 @@
 """KSI runs coding agents on tasks and grades every attempt.
 
 The public API: :func:`run`, :class:`TaskSpec`, :data:`hookimpl`,
-:class:`KsiError` and friends. Importing ``ksi`` loads no plugin; plugins are
-loaded on first use.
+:class:`KsiError` and friends. Importing ``ksi`` imports nothing but the
+version: each name is imported the first time it is used (module
+``__getattr__``), so ``ksi --help`` and a plugin's ``import ksi`` stay quick.
+Importing ``ksi`` loads no plugin either; plugins are loaded on first use.
 """
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING, Any
 
-from ksi.errors import KsiError, TaskLoadError, UserInputError
-from ksi.hookspecs import hookimpl
-from ksi.models import EvalResult, Problem, TaskSpec
-
-__version__ = "0.1.0"
+from ksi._version import __version__
 
 if TYPE_CHECKING:
+    from ksi.errors import KsiError, TaskLoadError, UserInputError
+    from ksi.hookspecs import hookimpl
+    from ksi.models import EvalResult, Problem, TaskSpec
     from ksi.runner.models import RunSummary
 
 __all__ = [
@@ -29,6 +31,30 @@ __all__ = [
     "hookimpl",
     "run",
 ]
+
+#: Public name -> the module that defines it.
+_LAZY = {
+    "EvalResult": "ksi.models",
+    "Problem": "ksi.models",
+    "TaskSpec": "ksi.models",
+    "KsiError": "ksi.errors",
+    "TaskLoadError": "ksi.errors",
+    "UserInputError": "ksi.errors",
+    "hookimpl": "ksi.hookspecs",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'ksi' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
 
 
 def run(*args: Any, **kwargs: Any) -> RunSummary:

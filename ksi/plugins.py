@@ -23,6 +23,8 @@ import inspect
 import os
 import re
 import threading
+import traceback
+import types
 from collections.abc import Callable
 from typing import Any
 
@@ -33,23 +35,69 @@ from ksi import hookspecs
 from ksi.errors import DuplicateComponentError, PluginError
 from ksi.registry import Registry, component_name
 
-#: Built-in plugins, registered exactly like third-party ones.
-DEFAULT_PLUGINS: tuple[str, ...] = (
-    "ksi.tasks.custom",
-    "ksi.eval.command",
-    "ksi.agents.builtin",
-    "ksi.agents.claude_code",
-    "ksi.agents.codex",
-    "ksi.agents.aider",
-    "ksi.agents.gemini_cli",
-    "ksi.agents.opencode",
-    "ksi.agents.mini_swe_agent",
-    "ksi.environments.local",
-    "ksi.environments.sandbox",
-    "ksi.environments.docker",
-    "ksi.executors.local",
-    "ksi.observers.report",
-)
+#: Built-in plugins (module -> the hooks it implements). They are registered
+#: exactly like third-party ones, first, but each module is imported only when
+#: one of its hooks is first called (:class:`_LazyBuiltin`), so a command that
+#: needs no agent never imports the agents. Every built-in hook is ``trylast``.
+#: tests/test_plugins.py checks this table against the modules themselves.
+BUILTIN_HOOKS: dict[str, tuple[str, ...]] = {
+    "ksi.tasks.custom": ("ksi_register_task_sources",),
+    "ksi.eval.command": ("ksi_register_evaluators",),
+    "ksi.agents.builtin": ("ksi_register_agents",),
+    "ksi.agents.claude_code": ("ksi_register_agents",),
+    "ksi.agents.codex": ("ksi_register_agents",),
+    "ksi.agents.aider": ("ksi_register_agents",),
+    "ksi.agents.gemini_cli": ("ksi_register_agents",),
+    "ksi.agents.opencode": ("ksi_register_agents",),
+    "ksi.agents.mini_swe_agent": ("ksi_register_agents",),
+    "ksi.environments.local": ("ksi_register_environments",),
+    "ksi.environments.sandbox": ("ksi_register_environments",),
+    "ksi.environments.docker": ("ksi_register_environments",),
+    "ksi.executors.local": ("ksi_register_executors",),
+    "ksi.observers.report": ("ksi_run_started", "ksi_attempt_finished", "ksi_run_finished"),
+}
+DEFAULT_PLUGINS: tuple[str, ...] = tuple(BUILTIN_HOOKS)
+
+
+def _argnames(function: Callable[..., Any]) -> list[str]:
+    return [
+        p.name
+        for p in inspect.signature(function, follow_wrapped=False).parameters.values()
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+    ]
+
+
+class _LazyBuiltin:
+    """Stands in for a built-in plugin module until one of its hooks is called.
+
+    Each hook is a function pluggy sees with the hookspec's arguments and
+    ``trylast``; the first call imports the module and forwards to the real
+    function (with the arguments it declares).
+    """
+
+    def __init__(self, module_name: str, hooks: tuple[str, ...]) -> None:
+        self.__name__ = module_name
+        for hook in hooks:
+            setattr(self, hook, self._forwarder(module_name, hook))
+
+    @staticmethod
+    def _forwarder(module_name: str, hook: str) -> Callable[..., Any]:
+        spec = getattr(hookspecs, hook)
+        spec_args = _argnames(spec)
+        real: list[tuple[Callable[..., Any], list[str]]] = []
+
+        def forward(*args: Any, **kwargs: Any) -> Any:
+            if not real:
+                function = getattr(importlib.import_module(module_name), hook)
+                real.append((function, _argnames(function)))
+            function, wanted = real[0]
+            kwargs.update(zip(spec_args, args, strict=False))
+            return function(**{k: v for k, v in kwargs.items() if k in wanted})
+
+        forward.__name__ = hook
+        forward.__wrapped__ = spec  # type: ignore[attr-defined]  # pluggy reads the arguments here
+        return hookspecs.hookimpl(trylast=True)(forward)
+
 
 #: Registry kinds and the hook that fills each.
 KINDS: dict[str, str] = {
@@ -74,6 +122,8 @@ class LoadError:
     version: str
     stage: str
     error: str
+    #: The formatted traceback when an exception caused it (``ksi --debug`` shows it).
+    traceback: str = attrs.field(default="", eq=False, repr=False)
 
     def __str__(self) -> str:
         origin = self.distribution + (f" {self.version}" if self.version else "")
@@ -119,6 +169,17 @@ class _KsiPluginManager(pluggy.PluginManager):
     pytest with ``pytest_*``, the prefix is reserved: such a function is
     either a real hook or an error at load time.
     """
+
+    def is_registered(self, plugin: object) -> bool:
+        """True for a registered object, and for a built-in module behind its stand-in."""
+        if super().is_registered(plugin):
+            return True
+        name = getattr(plugin, "__name__", None)
+        return (
+            isinstance(plugin, types.ModuleType)
+            and name in BUILTIN_HOOKS
+            and isinstance(self.get_plugin(name), _LazyBuiltin)
+        )
 
     def parse_hookimpl_opts(self, plugin: Any, name: str) -> pluggy.HookimplOpts | None:
         opts = super().parse_hookimpl_opts(plugin, name)
@@ -225,9 +286,8 @@ class PluginState:
     # -- loading -----------------------------------------------------------
     def load(self) -> None:
         """Register the default plugins, then the entry points the environment allows."""
-        for module_name in DEFAULT_PLUGINS:
-            module = importlib.import_module(module_name)
-            self.pm.register(module, name=module_name)
+        for module_name, hooks in BUILTIN_HOOKS.items():
+            self.pm.register(_LazyBuiltin(module_name, hooks), name=module_name)
             self._check_hooks(module_name)
             self.infos[module_name] = PluginInfo(
                 module_name, "ksi", _ksi_version(), builtin=True, hooks=self._hooks_of(module_name)
@@ -343,7 +403,8 @@ class PluginState:
         late: str | None = None,
     ) -> None:
         message = exc if isinstance(exc, str) else f"{type(exc).__name__}: {exc}"
-        err = LoadError(plugin, dist, version, stage, message)
+        trace = "" if isinstance(exc, str) else "".join(traceback.format_exception(exc))
+        err = LoadError(plugin, dist, version, stage, message, trace)
         if _strict():
             cause = exc if isinstance(exc, BaseException) else None
             raise PluginError(f"{err} (KSI_STRICT_PLUGINS=1 makes this fatal)") from cause
@@ -500,7 +561,7 @@ class PluginState:
 
 
 def _ksi_version() -> str:
-    from ksi import __version__
+    from ksi._version import __version__
 
     return __version__
 
@@ -518,6 +579,11 @@ def get_plugins() -> PluginState:
             state.load()
             _STATE = state
         return _STATE
+
+
+def loaded_plugins() -> PluginState | None:
+    """The plugin state if something has loaded it already, else ``None`` (loads nothing)."""
+    return _STATE
 
 
 def reset_plugins() -> None:

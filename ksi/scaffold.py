@@ -1,4 +1,4 @@
-"""``ksi plugins new NAME``: generate a working plugin package to start a benchmark from.
+"""Generating a working plugin package to start a benchmark from (``ksi plugins new NAME``).
 
 The package has a ``pyproject.toml`` with the ``ksi`` entry point, a task
 source and an evaluator that run as they are, tests that pass (using KSI's
@@ -12,12 +12,9 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Annotated
 
 import attrs
-import typer
 
-from ksi.cli.common import handle_errors
 from ksi.errors import UserInputError
 
 TEMPLATES = Path(__file__).resolve().parent / "scaffold_templates" / "package"
@@ -57,7 +54,7 @@ class PluginNames:
 
 
 def _ksi_min_version() -> str:
-    from ksi import __version__
+    from ksi._version import __version__
 
     return __version__.split("+")[0]
 
@@ -97,28 +94,3 @@ def create_plugin(raw_name: str, dest: Path | None = None) -> tuple[PluginNames,
             ) from exc
         written.append(out)
     return names, target, written
-
-
-def register_new_command(plugins_app: typer.Typer) -> None:
-    """Add ``new`` to the ``ksi plugins`` group."""
-
-    @plugins_app.command("new")
-    @handle_errors
-    def new(
-        name: Annotated[str, typer.Argument(help="Plugin name, e.g. my-bench (ksi- is added).")],
-        directory: Annotated[
-            Path | None,
-            typer.Option("--dir", help="Where to create it (default: plugins/ksi-NAME)."),
-        ] = None,
-    ) -> None:
-        """Generate a working plugin package: entry point, task source, evaluator, tests."""
-        names, target, written = create_plugin(name, directory)
-        typer.echo(f"Created {names.dist} in {target} ({len(written)} files).")
-        typer.echo("Next:")
-        typer.echo(f"  ksi install -e {target}")
-        typer.echo("  ksi plugins")
-        typer.echo(
-            f"  ksi run --task-source {names.name} "
-            f"--tasks-path {target / 'tasks' / 'example.jsonl'} --agent oracle"
-        )
-        typer.echo(f"  cd {target} && pytest")

@@ -14,7 +14,7 @@ from ksi.agents.claude_code import ClaudeCodeAgent
 from ksi.agents.codex import CodexAgent
 from ksi.agents.gemini_cli import GeminiCliAgent
 from ksi.agents.opencode import OpenCodeAgent
-from ksi.cli import agents_cmd
+from ksi.cli import build_app
 from ksi.plugins import registry
 
 CLI_AGENTS = ("claude-code", "codex", "aider", "gemini-cli", "opencode", "mini-swe-agent")
@@ -26,9 +26,7 @@ KEYS = {
 
 
 def _app() -> typer.Typer:
-    app = typer.Typer()
-    agents_cmd.register(app)
-    return app
+    return build_app()
 
 
 @pytest.fixture

@@ -25,7 +25,7 @@ import typer
 from typer.testing import CliRunner
 
 from ksi import hookimpl
-from ksi.cli import plugins_cmd
+from ksi.cli import build_app, plugins_cmd
 from ksi.errors import DuplicateComponentError, PluginError, UnknownComponentError
 from ksi.models import EvalResult, TaskSpec
 from ksi.options import create_component
@@ -435,14 +435,7 @@ def test_ksi_plugins_strict_exits_with_the_error(site: Site, tmp_path: Path) -> 
 
 
 def _plugins_cli() -> typer.Typer:
-    app = typer.Typer()
-
-    @app.callback()
-    def _root() -> None:
-        """A root like ksi's, so `plugins` stays a subcommand."""
-
-    plugins_cmd.register(app)
-    return app
+    return build_app()
 
 
 def test_ksi_plugins_shows_in_process_plugins_and_clashes(
@@ -903,3 +896,38 @@ def test_strict_plugins_makes_a_protocol_miss_fatal(
     monkeypatch.setenv("KSI_STRICT_PLUGINS", "1")
     with pytest.raises(PluginError, match=r"registered evaluator 'no-grade' without grade\(\)"):
         registry("evaluator")
+
+
+def test_the_table_of_builtin_hooks_matches_the_builtin_modules() -> None:
+    """Built-ins are registered from a table before any is imported; it must not drift."""
+    from ksi.plugins import BUILTIN_HOOKS
+
+    for module_name, hooks in BUILTIN_HOOKS.items():
+        module = importlib.import_module(module_name)
+        defined = {
+            name: getattr(module, name)
+            for name in dir(module)
+            if name.startswith("ksi_") and callable(getattr(module, name))
+        }
+        assert sorted(defined) == sorted(hooks), module_name
+        for name, function in defined.items():
+            opts = getattr(function, "ksi_impl", None)
+            assert opts is not None and opts["trylast"], f"{module_name}.{name} is not trylast"
+
+
+def test_a_command_that_needs_no_agent_imports_no_agent_module(tmp_path: Path) -> None:
+    code = textwrap.dedent(
+        """
+        import sys
+        from ksi.plugins import registry
+        registry("task source").get("custom")
+        print(" ".join(sorted(m for m in sys.modules if m.startswith("ksi."))))
+        """
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=tmp_path
+    )
+    assert proc.returncode == 0, proc.stderr
+    loaded = proc.stdout.split()
+    assert "ksi.tasks.custom" in loaded
+    assert not [m for m in loaded if m.startswith(("ksi.agents", "ksi.environments"))]

@@ -12,21 +12,13 @@ import typer
 from test_install_cmd import fresh_venv, ksi
 from typer.testing import CliRunner
 
+from ksi.cli import build_app
 from ksi.errors import UserInputError
-from ksi.scaffold import PluginNames, create_plugin, register_new_command
+from ksi.scaffold import PluginNames, create_plugin
 
 
 def plugins_cli() -> typer.Typer:
-    app = typer.Typer()
-    group = typer.Typer()
-
-    @group.callback()
-    def _plugins() -> None:
-        """Plugins."""
-
-    register_new_command(group)
-    app.add_typer(group, name="plugins")
-    return app
+    return build_app()
 
 
 def test_generated_plugin_installs_registers_and_its_tests_pass(tmp_path: Path) -> None:

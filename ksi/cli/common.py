@@ -1,42 +1,30 @@
-"""What every command shares: error handling, JSON output, TTY detection."""
+"""What every command shares: error output, warnings, JSON output, TTY detection."""
 
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
 import sys
 import warnings
-from collections.abc import Callable, Iterator
-from typing import Any, NoReturn, ParamSpec, TypeVar
+from collections.abc import Iterator
+from typing import Any
 
 import typer
 
 from ksi.errors import KsiError, KsiWarning
 from ksi.text import printable
 
-P = ParamSpec("P")
-R = TypeVar("R")
 
+def fail(exc: KsiError) -> typer.Exit:
+    """Print ``exc`` as ``error: ...`` lines on stderr; return the exit to raise.
 
-def handle_errors(fn: Callable[P, R]) -> Callable[P, R]:
-    """Turn a :class:`KsiError` into ``error: ...`` lines on stderr and its exit code."""
-
-    @functools.wraps(fn)
-    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-        try:
-            return fn(*args, **kwargs)
-        except KsiError as exc:
-            fail(exc)
-
-    return wrapper
-
-
-def fail(exc: KsiError) -> NoReturn:
+    Only the root command calls this (:meth:`ksi.cli.app.RootGroup.invoke`),
+    so every command, a plugin's too, reports a ``KsiError`` the same way.
+    """
     # Messages quote task ids, paths and file contents: never let them drive the terminal.
     for line in str(exc).splitlines() or [type(exc).__name__]:
         typer.echo(f"error: {printable(line, multiline=True)}", err=True)
-    raise typer.Exit(exc.exit_code)
+    return typer.Exit(exc.exit_code)
 
 
 @contextlib.contextmanager

@@ -20,7 +20,7 @@ from typing import Annotated, Any
 import attrs
 import typer
 
-from ksi.cli.common import echo_json, handle_errors
+from ksi.cli.common import echo_json
 from ksi.errors import UserInputError
 from ksi.models import EvalResult, TaskSpec
 from ksi.options import create_component, parse_key_values
@@ -242,4 +242,4 @@ def grade(
 
 def register(app: typer.Typer) -> None:
     """Add ``ksi grade`` to ``app``."""
-    app.command("grade")(handle_errors(grade))
+    app.command("grade")(grade)

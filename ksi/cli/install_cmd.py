@@ -24,7 +24,6 @@ from typing import Annotated
 
 import typer
 
-from ksi.cli.common import handle_errors
 from ksi.errors import KsiError, UserInputError
 from ksi.plugins import KINDS, PluginInfo, get_plugins, reset_plugins
 from ksi.text import printable
@@ -137,7 +136,6 @@ def register(app: typer.Typer) -> None:
     """Add ``ksi install`` and ``ksi uninstall`` to ``app``."""
 
     @app.command("install")
-    @handle_errors
     def install(
         packages: Annotated[
             list[str] | None,
@@ -171,7 +169,6 @@ def register(app: typer.Typer) -> None:
         _report(before, _snapshot())
 
     @app.command("uninstall")
-    @handle_errors
     def uninstall(
         packages: Annotated[list[str], typer.Argument(help="Distributions to remove.")],
     ) -> None:

@@ -1,19 +1,20 @@
 """``ksi plugins``: what is installed, what each plugin provides, and what failed to load.
 
-A group rather than a single command so subcommands (``ksi plugins new``)
-can sit under it; with no subcommand it lists.
+A group rather than a single command so subcommands (``ksi plugins new``,
+which generates a plugin package with :mod:`ksi.scaffold`) can sit under it;
+with no subcommand it lists.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Any
 
 import attrs
 import typer
 
-from ksi.cli.common import echo_json, handle_errors, is_tty
+from ksi.cli.common import echo_json, is_tty
 from ksi.plugins import KINDS, PluginInfo, PluginState, get_plugins
-from ksi.scaffold import register_new_command
 from ksi.text import printable
 
 plugins_app = typer.Typer(
@@ -22,7 +23,6 @@ plugins_app = typer.Typer(
     invoke_without_command=True,
     no_args_is_help=False,
 )
-register_new_command(plugins_app)  # `ksi plugins new NAME`
 
 
 def register(app: typer.Typer) -> None:
@@ -31,7 +31,6 @@ def register(app: typer.Typer) -> None:
 
 
 @plugins_app.callback(invoke_without_command=True)
-@handle_errors
 def plugins(
     ctx: typer.Context,
     all_: Annotated[bool, typer.Option("--all", help="Include KSI's built-in plugins.")] = False,
@@ -52,7 +51,9 @@ def plugins(
         echo_json(
             {
                 "plugins": [_info_json(i) for i in infos],
-                "errors": [attrs.asdict(e) for e in state.errors],
+                "errors": [
+                    attrs.asdict(e, filter=lambda a, _: a.name != "traceback") for e in state.errors
+                ],
             }
         )
         return
@@ -132,3 +133,26 @@ def _print_errors(state: PluginState) -> None:
             "(KSI_DISABLE_PLUGINS=name), or see docs/plugins.md#troubleshooting",
             err=True,
         )
+
+
+@plugins_app.command("new")
+def new(
+    name: Annotated[str, typer.Argument(help="Plugin name, e.g. my-bench (ksi- is added).")],
+    directory: Annotated[
+        Path | None,
+        typer.Option("--dir", help="Where to create it (default: plugins/ksi-NAME)."),
+    ] = None,
+) -> None:
+    """Generate a working plugin package: entry point, task source, evaluator, tests."""
+    from ksi.scaffold import create_plugin
+
+    names, target, written = create_plugin(name, directory)
+    typer.echo(f"Created {names.dist} in {target} ({len(written)} files).")
+    typer.echo("Next:")
+    typer.echo(f"  ksi install -e {target}")
+    typer.echo("  ksi plugins")
+    typer.echo(
+        f"  ksi run --task-source {names.name} "
+        f"--tasks-path {target / 'tasks' / 'example.jsonl'} --agent oracle"
+    )
+    typer.echo(f"  cd {target} && pytest")

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import attrs
 import typer
 
-from ksi.cli.common import echo_json, handle_errors, is_tty, print_warnings
+from ksi.cli.common import echo_json, is_tty, print_warnings
 from ksi.cli.summary_view import print_summary
 from ksi.errors import UserInputError
 from ksi.options import parse_bool, parse_key_values
@@ -315,10 +315,10 @@ def check_command(
 
 
 def register(app: typer.Typer) -> None:
-    app.command("run")(handle_errors(run_command))
-    app.command("report")(handle_errors(report_command))
-    app.command("regrade")(handle_errors(regrade_command))
-    app.command("check")(handle_errors(check_command))
+    app.command("run")(run_command)
+    app.command("report")(report_command)
+    app.command("regrade")(regrade_command)
+    app.command("check")(check_command)
 
 
 __all__ = ["RunSummary", "register"]

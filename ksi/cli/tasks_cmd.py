@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from ksi.cli.common import echo_json, handle_errors
+from ksi.cli.common import echo_json
 from ksi.errors import TaskLoadError
 from ksi.models import TaskSpec
 from ksi.tasks.loaders import (
@@ -41,7 +41,6 @@ def _load(path: Path, task_source: str) -> list[TaskSpec]:
 
 
 @tasks_app.command("validate")
-@handle_errors
 def validate(path: PathArg, task_source: SourceOpt = DEFAULT_TASK_SOURCE) -> None:
     """Check every record in PATH; print "OK: N tasks" or every problem (exit 2)."""
     tasks = _load(path, task_source)
@@ -62,7 +61,6 @@ def _row(task: TaskSpec) -> dict[str, Any]:
 
 
 @tasks_app.command("list")
-@handle_errors
 def list_tasks(
     path: PathArg,
     task_source: SourceOpt = DEFAULT_TASK_SOURCE,

@@ -25,7 +25,7 @@ from typing import Any
 
 import attrs
 
-from ksi import __version__
+from ksi._version import __version__
 from ksi.environments.envscrub import agent_optional_env, missing_required, scrubbed_env
 from ksi.errors import KsiError, KsiWarning, RunError, UserInputError
 from ksi.interfaces import AgentContext, AgentOutcome, AttemptContext, ExecResult

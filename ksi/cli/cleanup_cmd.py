@@ -17,7 +17,6 @@ from typing import Annotated, Any
 
 import typer
 
-from ksi.cli.common import handle_errors
 from ksi.errors import EnvironmentFailure, KsiError, UserInputError
 from ksi.options import create_component
 from ksi.text import printable
@@ -114,4 +113,4 @@ def cleanup(
 
 def register(app: typer.Typer) -> None:
     """Add ``ksi cleanup`` to ``app``."""
-    app.command("cleanup")(handle_errors(cleanup))
+    app.command("cleanup")(cleanup)

@@ -1,0 +1,64 @@
+"""How long ``ksi`` takes to start, against the floor of any Typer CLI.
+
+The baseline is ``python -c 'import typer'`` in the same interpreter: no Typer
+command line can start faster. Each command runs N times, interleaved with the
+baseline in the same rounds (so a busy machine slows both alike), and the
+medians and their ratios are printed. Targets (issue 9): ``ksi --help`` at
+most 1.5x the baseline, ``ksi run --help`` at most 2x.
+
+Plugins installed in the interpreter count, as they would for a user
+(``ksi --help`` lists their commands); ``KSI_LOAD_PLUGINS=`` measures KSI alone.
+
+Run: ``.venv/bin/python benchmarks/bench_startup.py [N]`` (default 30 rounds)
+"""
+
+from __future__ import annotations
+
+import statistics
+import subprocess
+import sys
+import time
+
+#: name -> the argv run each round.
+COMMANDS: dict[str, list[str]] = {
+    "python (interpreter alone)": [sys.executable, "-c", "pass"],
+    "import typer (baseline)": [sys.executable, "-c", "import typer"],
+    "ksi --help": [sys.executable, "-m", "ksi", "--help"],
+    "ksi run --help": [sys.executable, "-m", "ksi", "run", "--help"],
+    "ksi --version": [sys.executable, "-m", "ksi", "--version"],
+}
+BASELINE = "import typer (baseline)"
+TARGETS = {"ksi --help": 1.5, "ksi run --help": 2.0}
+
+
+def once(argv: list[str]) -> float:
+    start = time.perf_counter()
+    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.perf_counter() - start
+
+
+def main(rounds: int) -> int:
+    for argv in COMMANDS.values():  # warm the file cache and .pyc files first
+        once(argv)
+    times: dict[str, list[float]] = {name: [] for name in COMMANDS}
+    for _ in range(rounds):
+        for name, argv in COMMANDS.items():
+            times[name].append(once(argv))
+    base = statistics.median(times[BASELINE])
+    print(f"{rounds} rounds, medians (ratio to {BASELINE}):")
+    failed = False
+    for name, samples in times.items():
+        med = statistics.median(samples)
+        ratio = med / base
+        target = TARGETS.get(name)
+        verdict = ""
+        if target is not None:
+            ok = ratio <= target
+            failed |= not ok
+            verdict = f"  target <= {target}x: {'ok' if ok else 'MISSED'}"
+        print(f"  {name:<28} {med * 1000:7.1f} ms  {ratio:4.2f}x{verdict}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(int(sys.argv[1]) if len(sys.argv) > 1 else 30))

@@ -1,0 +1,235 @@
+"""The root ``ksi`` command: built-in commands imported on demand, plugin commands, errors.
+
+Start-up time is spent only on what the command line asks for:
+
+* a built-in command's module is imported when that command runs (or shows
+  its own help); ``ksi --help`` lists the built-ins from :data:`BUILTIN_COMMANDS`
+  without importing any of them (tests check the summaries against the code);
+* plugins are loaded only when their commands may be wanted: for the command
+  list of ``ksi --help``, or a command name that is not a built-in;
+* a :class:`~ksi.errors.KsiError` from any command, built-in or a plugin's,
+  becomes ``error: ...`` lines on stderr and the error's exit code, in one
+  place (:meth:`RootGroup.invoke`); anything else is a bug, reported by
+  :func:`main` in one line (``--debug`` shows the traceback).
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import traceback
+from collections.abc import Callable, Sequence
+from typing import Annotated, Any
+
+import typer
+import typer.core
+
+from ksi._version import __version__
+from ksi.cli.common import fail
+from ksi.errors import KsiError
+
+HELP = "Run coding agents on tasks and grade every attempt."
+
+#: Built-in commands in ``ksi --help`` order: name -> (module in ``ksi.cli``, summary).
+#: The summary is the first paragraph of the command's help; a test keeps them equal.
+BUILTIN_COMMANDS: dict[str, tuple[str, str]] = {
+    "grade": (
+        "grade_cmd",
+        "Grade an existing directory with a task's evaluator and print the result.",
+    ),
+    "run": ("run_cmd", "Run an agent on every task, grade every attempt, and print the summary."),
+    "report": ("run_cmd", "Print a run's summary again, from its journal alone."),
+    "regrade": ("run_cmd", "Grade every attempt of a run again from its captured repos."),
+    "check": ("run_cmd", "Run `oracle` and `nop` on every task and list the broken ones."),
+    "agents": (
+        "agents_cmd",
+        "List every agent: its plugin, binary and version, credentials, install command.",
+    ),
+    "doctor": (
+        "doctor_cmd",
+        "Check Python, plugins, agent binaries and credentials, Docker/bubblewrap.",
+    ),
+    "cleanup": (
+        "cleanup_cmd",
+        "Remove what killed runs left (containers, local processes): of RUN_DIR, --run-id or "
+        "--all.",
+    ),
+    "install": (
+        "install_cmd",
+        "Install plugins into KSI's own Python environment, then show what they add.",
+    ),
+    "uninstall": ("install_cmd", "Remove plugins from KSI's own Python environment."),
+    "plugins": (
+        "plugins_cmd",
+        "List installed plugins, what they provide and any that failed to load.",
+    ),
+    "tasks": ("tasks_cmd", "Validate and list tasks files."),
+}
+
+
+class Settings:
+    """What the root options asked for, read by :func:`main` after the command."""
+
+    verbose: bool = False
+    debug: bool = False
+
+
+class RootGroup(typer.core.TyperGroup):
+    """``ksi``: built-in commands resolved lazily, plugin commands loaded on demand."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._modules: dict[str, dict[str, Any]] = {}
+        self._plugin_commands: dict[str, Any] | None = None
+
+    # -- built-ins ----------------------------------------------------------
+    def _builtin(self, name: str) -> Any:
+        module_name = BUILTIN_COMMANDS[name][0]
+        commands = self._modules.get(module_name)
+        if commands is None:
+            module = importlib.import_module(f"ksi.cli.{module_name}")
+            holder = typer.Typer()
+            module.register(holder)
+            commands = dict(typer.main.get_group(holder).commands)
+            self._modules[module_name] = commands
+        return commands[name]
+
+    # -- plugins ------------------------------------------------------------
+    def plugin_commands(self) -> dict[str, Any]:
+        """Commands plugins add (``ksi_register_commands``), loading plugins once."""
+        if self._plugin_commands is None:
+            from ksi.plugins import get_plugins
+
+            holder = typer.Typer()
+            get_plugins().register_commands(holder)
+            found: dict[str, Any] = {}
+            if holder.registered_commands or holder.registered_groups:
+                group = typer.main.get_group(holder)
+                found = {n: c for n, c in group.commands.items() if n not in BUILTIN_COMMANDS}
+            self._plugin_commands = found
+        return self._plugin_commands
+
+    def _listed_plugin_commands(self) -> dict[str, Any]:
+        try:
+            return self.plugin_commands()
+        except KsiError:
+            return {}  # strict mode and a broken plugin: the command that needs it says so
+
+    # -- click's interface --------------------------------------------------
+    def list_commands(self, ctx: Any) -> list[str]:
+        return [*BUILTIN_COMMANDS, *self._listed_plugin_commands()]
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        if cmd_name in BUILTIN_COMMANDS:
+            return self._builtin(cmd_name)
+        return self.plugin_commands().get(cmd_name)
+
+    def format_commands(self, ctx: Any, formatter: Any) -> None:
+        """The command list, with built-ins' summaries from the table (no import)."""
+        rows = [(name, summary) for name, (_, summary) in BUILTIN_COMMANDS.items()]
+        rows += [
+            (name, cmd.help or "")
+            for name, cmd in self._listed_plugin_commands().items()
+            if not cmd.hidden
+        ]
+        limit = formatter.width - 6 - max(len(name) for name, _ in rows)
+        summaries = [
+            (name, typer.core.TyperCommand(name, help=text).get_short_help_str(limit))
+            for name, text in rows
+        ]
+        with formatter.section("Commands"):
+            formatter.write_dl(summaries)
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except KsiError as exc:
+            raise fail(exc) from None
+
+
+def _version_callback(value: bool) -> None:
+    if value:
+        typer.echo(f"ksi {__version__}")
+        raise typer.Exit()
+
+
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_version_callback, is_eager=True, help="Show the version."
+        ),
+    ] = False,
+    verbose: Annotated[
+        bool,
+        typer.Option(
+            "--verbose", "-v", help="Say more: log messages, plugins that failed to load."
+        ),
+    ] = False,
+    debug: Annotated[
+        bool,
+        typer.Option(
+            "--debug",
+            help="Show the traceback of an unexpected error and of plugin load failures.",
+        ),
+    ] = False,
+) -> None:
+    """Run coding agents on tasks and grade every attempt."""
+    Settings.verbose = verbose or debug
+    Settings.debug = debug
+    if Settings.verbose:
+        import logging
+
+        logging.basicConfig(
+            level=logging.DEBUG if debug else logging.INFO,
+            format="%(levelname)s %(name)s: %(message)s",
+        )
+
+
+def build_app() -> typer.Typer:
+    """A new ``ksi`` app (each call its own); commands and plugins load when needed."""
+    app = typer.Typer(
+        name="ksi",
+        help=HELP,
+        cls=RootGroup,
+        no_args_is_help=True,
+        pretty_exceptions_enable=False,
+        rich_markup_mode=None,
+    )
+    app.callback()(_root)
+    return app
+
+
+def _report_plugin_errors() -> None:
+    """With ``-v``, plugins that failed to load; with ``--debug``, their tracebacks too."""
+    from ksi.plugins import loaded_plugins
+
+    state = loaded_plugins()
+    if state is None:
+        return
+    for err in state.errors:
+        typer.echo(f"warning: {err}", err=True)
+        if Settings.debug and err.traceback:
+            typer.echo(err.traceback.rstrip(), err=True)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """The ``ksi`` console script."""
+    Settings.verbose = Settings.debug = False
+    command: Callable[..., Any] = typer.main.get_command(build_app()).main
+    try:
+        command(args=argv, prog_name="ksi")
+    except Exception as exc:  # a KsiError never gets here (RootGroup.invoke)
+        if Settings.debug:
+            traceback.print_exc()
+        else:
+            typer.echo(
+                f"error: unexpected {type(exc).__name__}: {exc}\n"
+                "error: this is a bug in ksi or in a plugin; run again with "
+                "`ksi --debug ...` to see the traceback, and report it",
+                err=True,
+            )
+        sys.exit(1)
+    finally:
+        if Settings.verbose:
+            _report_plugin_errors()

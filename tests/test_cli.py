@@ -1,0 +1,137 @@
+"""The root ``ksi`` command: a fresh app per call, errors in one place, -v/--debug, lazy start.
+
+Behaviour a user sees is checked through real ``ksi`` processes.
+"""
+
+from __future__ import annotations
+
+import inspect
+import subprocess
+import sys
+from pathlib import Path
+
+import typer
+import typer.main
+from test_plugins import Site, ksi_cli, site  # noqa: F401  (site is a fixture)
+
+from ksi.cli import build_app
+from ksi.cli.app import BUILTIN_COMMANDS
+
+
+def _names(app: typer.Typer) -> list[str]:
+    group = typer.main.get_command(app)
+    ctx = group.make_context("ksi", [], resilient_parsing=True)
+    return list(group.list_commands(ctx))  # type: ignore[attr-defined]
+
+
+def test_build_app_builds_a_fresh_app_each_call() -> None:
+    first, second = build_app(), build_app()
+    assert first is not second
+    names = _names(first)
+    assert names == _names(second)
+    assert len(names) == len(set(names))  # called twice, still every command once
+    assert names[: len(BUILTIN_COMMANDS)] == list(BUILTIN_COMMANDS)
+
+    @first.command("only-here")
+    def only_here() -> None:
+        """Added to the first app only."""
+
+    assert "only-here" not in _names(build_app())
+
+
+def test_command_summaries_listed_without_import_match_the_commands() -> None:
+    """`ksi --help` lists built-ins from a table; it must say what each command's help says."""
+    group = typer.main.get_command(build_app())
+    ctx = group.make_context("ksi", [], resilient_parsing=True)
+    for name, (_, summary) in BUILTIN_COMMANDS.items():
+        command = group.get_command(ctx, name)  # type: ignore[attr-defined]
+        first_paragraph = " ".join(inspect.cleandoc(command.help).split("\n\n")[0].split())
+        assert summary == first_paragraph, name
+
+
+def test_a_plugin_commands_ksi_error_is_reported_like_a_builtins(
+    site: Site,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    site.add("ksi-fake-failing-cmd", "ksi_fake_failing_cmd", ep_name="failing")
+    proc = ksi_cli("mistake", env=site.env(), cwd=tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr == "error: --thing: 'x' is not a thing; use one of a, b\n"
+
+    proc = ksi_cli("quota", env=site.env(), cwd=tmp_path)
+    assert proc.returncode == 3  # the error's own exit code
+    assert proc.stderr == "error: the quota is used up\nerror: wait until tomorrow\n"
+
+
+def test_an_unexpected_error_is_one_line_unless_debug(
+    site: Site,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    site.add("ksi-fake-failing-cmd", "ksi_fake_failing_cmd", ep_name="failing")
+    proc = ksi_cli("crash", env=site.env(), cwd=tmp_path)
+    assert proc.returncode == 1
+    assert "Traceback" not in proc.stderr
+    assert proc.stderr.splitlines() == [
+        "error: unexpected KeyError: 'missing-key'",
+        "error: this is a bug in ksi or in a plugin; run again with `ksi --debug ...` to see "
+        "the traceback, and report it",
+    ]
+
+    proc = ksi_cli("--debug", "crash", env=site.env(), cwd=tmp_path)
+    assert proc.returncode == 1
+    assert proc.stderr.startswith("Traceback (most recent call last):")
+    assert 'ksi_fake_failing_cmd.py", line' in proc.stderr
+    assert proc.stderr.rstrip().endswith("KeyError: 'missing-key'")
+
+
+def test_verbose_reports_plugins_that_failed_and_debug_their_tracebacks(
+    site: Site,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    site.add("ksi-fake-broken", "ksi_fake_broken", version="2.3", ep_name="broken")
+    site.add("ksi-fake-cmd", "ksi_fake_cmd", ep_name="hello")
+    failure = "plugin 'broken' from ksi-fake-broken 2.3 failed to import: RuntimeError:"
+
+    quiet = ksi_cli("hello", env=site.env(), cwd=tmp_path)
+    assert (quiet.returncode, quiet.stdout, quiet.stderr) == (0, "hello, world from a plugin\n", "")
+
+    verbose = ksi_cli("-v", "hello", env=site.env(), cwd=tmp_path)
+    assert verbose.returncode == 0
+    assert verbose.stderr.startswith(f"warning: {failure}")
+    assert "Traceback" not in verbose.stderr
+
+    debug = ksi_cli("--debug", "hello", env=site.env(), cwd=tmp_path)
+    assert debug.returncode == 0
+    assert debug.stderr.startswith(f"warning: {failure}")
+    assert "Traceback (most recent call last):" in debug.stderr
+    assert 'ksi_fake_broken.py", line' in debug.stderr
+
+
+def _modules_after(code: str) -> set[str]:
+    proc = subprocess.run(
+        [sys.executable, "-c", f"{code}\nimport sys; print(' '.join(sorted(sys.modules)))"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    return set(proc.stdout.split())
+
+
+def test_importing_ksi_or_its_version_imports_nothing_else() -> None:
+    assert {m for m in _modules_after("import ksi._version") if m.startswith("ksi")} == {
+        "ksi",
+        "ksi._version",
+    }
+    loaded = _modules_after("import ksi")
+    assert {m for m in loaded if m.startswith("ksi")} == {"ksi", "ksi._version"}
+    assert not loaded & {"typer", "pluggy", "attrs", "attr", "cattrs", "rich"}
+
+
+def test_ksi_help_imports_no_builtin_command_or_plugin_module() -> None:
+    loaded = _modules_after(
+        "from ksi.cli import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n    pass"
+    )
+    commands = {f"ksi.cli.{module}" for module, _ in BUILTIN_COMMANDS.values()}
+    assert not loaded & commands
+    assert not {m for m in loaded if m.startswith(("ksi.agents", "ksi.environments", "ksi.runner"))}
+    assert "rich" not in loaded
