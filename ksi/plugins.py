@@ -16,22 +16,21 @@ Components are collected per kind the first time that kind is looked up
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import importlib
-import importlib.metadata as md
 import inspect
 import os
-import re
 import threading
 import traceback
 import types
 from collections.abc import Callable
 from typing import Any
 
-import attrs
 import pluggy
 
 from ksi import hookspecs
+from ksi.entry_points import EntryPoint, entry_points, normalize
 from ksi.errors import DuplicateComponentError, PluginError
 from ksi.registry import Registry, component_name
 
@@ -113,7 +112,7 @@ IN_PROCESS = "(in-process)"
 HOOK_PREFIX = "ksi_"
 
 
-@attrs.frozen
+@dataclasses.dataclass(frozen=True)
 class LoadError:
     """A plugin (or one of its components) that KSI skipped, and why."""
 
@@ -123,14 +122,14 @@ class LoadError:
     stage: str
     error: str
     #: The formatted traceback when an exception caused it (``ksi --debug`` shows it).
-    traceback: str = attrs.field(default="", eq=False, repr=False)
+    traceback: str = dataclasses.field(default="", compare=False, repr=False)
 
     def __str__(self) -> str:
         origin = self.distribution + (f" {self.version}" if self.version else "")
         return f"plugin {self.plugin!r} from {origin} failed to {self.stage}: {self.error}"
 
 
-@attrs.define
+@dataclasses.dataclass
 class PluginInfo:
     """What ``ksi plugins`` shows about one loaded plugin."""
 
@@ -138,16 +137,15 @@ class PluginInfo:
     distribution: str
     version: str
     builtin: bool
-    hooks: list[str] = attrs.field(factory=list)
+    hooks: list[str] = dataclasses.field(default_factory=list)
     #: kind -> names of the components this plugin registered.
-    components: dict[str, list[str]] = attrs.field(factory=dict)
+    components: dict[str, list[str]] = dataclasses.field(default_factory=dict)
     #: kind -> the other plugins' components this one overrides (``custom of 'ksi.tasks.custom'``).
-    overrides: dict[str, list[str]] = attrs.field(factory=dict)
+    overrides: dict[str, list[str]] = dataclasses.field(default_factory=dict)
 
 
-def _norm(name: str) -> str:
-    """PEP 503 normalisation, so ``KSI_LOAD_PLUGINS=My_Plugin`` matches ``my-plugin``."""
-    return re.sub(r"[-_.]+", "-", name.strip()).lower()
+#: PEP 503 normalisation, so ``KSI_LOAD_PLUGINS=My_Plugin`` matches ``my-plugin``.
+_norm = normalize
 
 
 def _env_list(var: str) -> set[str] | None:
@@ -182,6 +180,8 @@ class _KsiPluginManager(pluggy.PluginManager):
         )
 
     def parse_hookimpl_opts(self, plugin: Any, name: str) -> pluggy.HookimplOpts | None:
+        if isinstance(plugin, _LazyBuiltin) and not name.startswith(HOOK_PREFIX):
+            return None  # a stand-in has its hooks and object's own attributes, nothing else
         opts = super().parse_hookimpl_opts(plugin, name)
         if (
             opts is None
@@ -287,10 +287,10 @@ class PluginState:
     def load(self) -> None:
         """Register the default plugins, then the entry points the environment allows."""
         for module_name, hooks in BUILTIN_HOOKS.items():
+            # The table holds real hook names (a test checks it): no need to check them here.
             self.pm.register(_LazyBuiltin(module_name, hooks), name=module_name)
-            self._check_hooks(module_name)
             self.infos[module_name] = PluginInfo(
-                module_name, "ksi", _ksi_version(), builtin=True, hooks=self._hooks_of(module_name)
+                module_name, "ksi", _ksi_version(), builtin=True, hooks=sorted(hooks)
             )
         self._load_entry_points()
 
@@ -298,9 +298,9 @@ class PluginState:
         only = _env_list("KSI_LOAD_PLUGINS")
         blocked = _env_list("KSI_DISABLE_PLUGINS") or set()
         seen: set[str] = set()
-        for ep in md.entry_points(group=ENTRY_POINT_GROUP):
-            dist = ep.dist.name if ep.dist is not None else "(unknown distribution)"
-            version = ep.dist.version if ep.dist is not None else ""
+        for ep in entry_points(ENTRY_POINT_GROUP):
+            dist = ep.dist or "(unknown distribution)"
+            version = ep.version
             names = {_norm(dist), _norm(ep.name)}
             seen |= names
             if only is not None and not names & only:
@@ -318,7 +318,7 @@ class PluginState:
                 f"{missing!r}; installed: {', '.join(sorted(seen)) or '(none)'}",
             )
 
-    def _load_entry_point(self, ep: md.EntryPoint, dist: str, version: str) -> None:
+    def _load_entry_point(self, ep: EntryPoint, dist: str, version: str) -> None:
         owner = self.infos.get(ep.name)
         if owner is not None:
             if owner.distribution == dist:

@@ -15,17 +15,14 @@ spot: ``package.module:Attr`` (imported from ``sys.path``) or
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
-import hashlib
 import importlib
-import importlib.util
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
-
-import attrs
 
 from ksi.errors import DuplicateComponentError, PluginError, UnknownComponentError
 
@@ -33,7 +30,7 @@ from ksi.errors import DuplicateComponentError, PluginError, UnknownComponentErr
 REFERENCE_PLUGIN = "(reference)"
 
 
-@attrs.frozen
+@dataclasses.dataclass(frozen=True)
 class Registration:
     """One component, the plugin that registered it, and the names it answers to."""
 
@@ -224,6 +221,9 @@ def _import_module(kind: str, ref: str, target: str) -> ModuleType:
 
 
 def _import_file(kind: str, ref: str, path: Path) -> ModuleType:
+    import hashlib
+    import importlib.util
+
     path = path.expanduser().resolve()
     if not path.is_file():
         raise UnknownComponentError(f"{kind} {ref!r}: file {str(path)!r} does not exist")

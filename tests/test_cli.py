@@ -6,6 +6,7 @@ Behaviour a user sees is checked through real ``ksi`` processes.
 from __future__ import annotations
 
 import inspect
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -135,3 +136,58 @@ def test_ksi_help_imports_no_builtin_command_or_plugin_module() -> None:
     assert not loaded & commands
     assert not {m for m in loaded if m.startswith(("ksi.agents", "ksi.environments", "ksi.runner"))}
     assert "rich" not in loaded
+
+
+# -- options an environment declares for `ksi run` ---------------------------------
+
+
+def test_an_environment_adds_its_own_flags_to_ksi_run(
+    site: Site,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    site.add("ksi-fake-env", "ksi_fake_env", ep_name="flavoured")
+    help_text = ksi_cli("run", "--help", env=site.env(COLUMNS="200"), cwd=tmp_path)
+    assert help_text.returncode == 0, help_text.stderr
+    lines = help_text.stdout.splitlines()
+    (flavour,) = [line for line in lines if line.strip().startswith("--flavour")]
+    assert "Which flavour (flavoured environment)." in flavour
+    # docker's flags keep their help; a flag declared twice keeps its first declaration.
+    (image,) = [line for line in lines if line.strip().startswith("--image")]
+    assert "Docker image for the run." in image
+
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text(
+        '{"task_id": "t", "prompt": "p", "files": {"a.txt": "a"}, '
+        '"eval": {"command": "grep -q mint FLAVOUR"}}\n'
+    )
+    args = ["run", str(tasks), "--agent", "nop", "--environment", "flavoured"]
+    proc = ksi_cli(*args, "--flavour", "mint", "--run-dir", "r1", env=site.env(), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "solved: 1/1" in proc.stdout
+    config = json.loads((tmp_path / "r1" / "run.json").read_text())["config"]
+    assert config["environment_options"] == {"flavour": "mint"}
+
+    # On a resume the flag counts as given, like --environment-option: the same value
+    # resumes, another is refused naming the option.
+    resume = ["run", "--run-dir", "r1", "--resume", "--flavour"]
+    proc = ksi_cli(*resume, "mint", env=site.env(), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    proc = ksi_cli(*resume, "lime", env=site.env(), cwd=tmp_path)
+    assert proc.returncode == 2
+    assert "environment_options: the run has {'flavour': 'mint'}" in proc.stderr
+    assert "this command has {'flavour': 'lime'}" in proc.stderr
+
+
+def test_docker_flags_still_reach_the_environment_options(tmp_path: Path) -> None:
+    """--cpus is docker's; given to an environment without that option, the error names it."""
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text('{"task_id": "t", "prompt": "p", "files": {"a.txt": "a"}}\n')
+    proc = subprocess.run(
+        [sys.executable, "-m", "ksi", "run", str(tasks), "--agent", "nop", "--cpus", "2"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2
+    assert "cpus" in proc.stderr

@@ -88,7 +88,7 @@ class RootGroup(typer.core.TyperGroup):
         commands = self._modules.get(module_name)
         if commands is None:
             module = importlib.import_module(f"ksi.cli.{module_name}")
-            holder = typer.Typer()
+            holder = typer.Typer(rich_markup_mode=None)  # as the root: plain help, no rich
             module.register(holder)
             commands = dict(typer.main.get_group(holder).commands)
             self._modules[module_name] = commands

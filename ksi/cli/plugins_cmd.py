@@ -7,10 +7,10 @@ with no subcommand it lists.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Annotated, Any
 
-import attrs
 import typer
 
 from ksi.cli.common import echo_json, is_tty
@@ -52,7 +52,8 @@ def plugins(
             {
                 "plugins": [_info_json(i) for i in infos],
                 "errors": [
-                    attrs.asdict(e, filter=lambda a, _: a.name != "traceback") for e in state.errors
+                    {k: v for k, v in dataclasses.asdict(e).items() if k != "traceback"}
+                    for e in state.errors
                 ],
             }
         )

@@ -1,29 +1,30 @@
-"""``ksi run``, ``ksi report``, ``ksi regrade`` and ``ksi check``."""
+"""``ksi run``, ``ksi report``, ``ksi regrade`` and ``ksi check``.
+
+The runner is imported inside the commands, so ``ksi run --help`` does not
+pay for it. Options that only one environment understands (docker's
+``--image``, ``--network``, ``--cpus``, ``--memory``) are not written here:
+each environment declares them in its ``cli_options`` class attribute and
+:func:`register` adds them to ``ksi run`` (see docs/environments.md).
+"""
 
 from __future__ import annotations
 
+import functools
+import inspect
 import signal
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-import attrs
 import typer
 
 from ksi.cli.common import echo_json, is_tty, print_warnings
-from ksi.cli.summary_view import print_summary
 from ksi.errors import UserInputError
-from ksi.options import parse_bool, parse_key_values
-from ksi.runner.api import default_run_dir
-from ksi.runner.config import RunConfig, default_concurrency
-from ksi.runner.engine import Runner, summarize_run
-from ksi.runner.layout import RunLayout
-from ksi.runner.models import RunSummary
-from ksi.runner.progress import PlainProgress, Progress, RichProgress
-from ksi.runner.report import build_report
-from ksi.runner.safety import EVAL_ISOLATION_CHOICES
-from ksi.serialization import to_data
 from ksi.text import printable
+
+if TYPE_CHECKING:
+    from ksi.runner.progress import Progress
 
 
 def _split_ids(value: str | None) -> list[str] | None:
@@ -33,6 +34,8 @@ def _split_ids(value: str | None) -> list[str] | None:
 
 
 def _progress() -> Progress:
+    from ksi.runner.progress import PlainProgress, RichProgress
+
     return RichProgress() if is_tty() else PlainProgress()
 
 
@@ -44,6 +47,8 @@ def _sigterm_as_interrupt() -> None:
 
 
 def _parse_wipe(value: str) -> bool:
+    from ksi.options import parse_bool
+
     try:
         return parse_bool(value)
     except ValueError as exc:
@@ -71,10 +76,6 @@ def run_command(
         list[str] | None,
         typer.Option(metavar="KEY=VALUE", help="An environment option (repeatable)."),
     ] = None,
-    image: Annotated[str | None, typer.Option(help="Docker image for the run.")] = None,
-    network: Annotated[str | None, typer.Option(help="none, bridge or host.")] = None,
-    cpus: Annotated[str | None, typer.Option(help="CPU limit per attempt (docker).")] = None,
-    memory: Annotated[str | None, typer.Option(help="Memory limit per attempt (docker).")] = None,
     evaluator: Annotated[
         str | None, typer.Option(help="Evaluator (default: the task source's).")
     ] = None,
@@ -137,11 +138,17 @@ def run_command(
     Re-running the same command on the same run directory resumes it: only
     missing attempts (and, with --retries, unscored or failed ones) run.
     """
+    from ksi.options import parse_key_values
+    from ksi.runner.api import default_run_dir
+    from ksi.runner.config import RunConfig, default_concurrency
+    from ksi.runner.engine import Runner
+    from ksi.runner.layout import RunLayout
+    from ksi.runner.safety import EVAL_ISOLATION_CHOICES
+
     path = tasks or tasks_path
     env_options = parse_key_values(environment_option or [], "--environment-option")
-    for key, value in (("image", image), ("network", network), ("cpus", cpus), ("memory", memory)):
-        if value is not None:
-            env_options[key] = value
+    shortcuts: dict[str, str | None] = ctx.meta.get(SHORTCUTS, {})
+    env_options.update({key: value for key, value in shortcuts.items() if value is not None})
     if run_dir is None:
         if resume and run_name is None:
             raise UserInputError("--resume needs --run-dir (or --runs-root and --run-name)")
@@ -177,6 +184,10 @@ def run_command(
         # (a raised --max-cost, more --retries...); key options are checked by the runner.
         stored = RunLayout(run_dir).read_run_json().get("config", {})
         given = {_PARAM_FIELDS.get(name, name) for name in ctx.params if _given(ctx, name)}
+        if any(_given(ctx, name) for name in ctx.meta.get(SHORTCUT_PARAMS, ())):
+            given.add("environment_options")
+        import attrs
+
         config_fields = {f.name for f in attrs.fields(RunConfig)}
         merged = {k: v for k, v in stored.items() if k in config_fields}
         merged.update({k: fields[k] for k in given if k in config_fields})
@@ -201,6 +212,12 @@ def run_command(
         summary = runner.run()
     for problem in runner.observer_errors:
         typer.echo(f"warning: {printable(problem, multiline=True)}", err=True)
+    _print_summary(summary)
+
+
+def _print_summary(summary: Any) -> None:
+    from ksi.cli.summary_view import print_summary
+
     print_summary(summary, rich_output=is_tty())
 
 
@@ -209,10 +226,6 @@ _PARAM_FIELDS = {
     "tasks": "tasks_path",
     "agent_option": "agent_options",
     "environment_option": "environment_options",
-    "image": "environment_options",
-    "network": "environment_options",
-    "cpus": "environment_options",
-    "memory": "environment_options",
     "evaluator_option": "evaluator_options",
     "timeout": "timeout_sec",
     "wipe_workspace_per_task": "wipe_workspace",
@@ -240,10 +253,13 @@ def report_command(
     ] = None,
 ) -> None:
     """Print a run's summary again, from its journal alone."""
+    from ksi.runner.engine import summarize_run
+    from ksi.runner.report import build_report
+
     if as_json:
         echo_json(build_report(run_dir, solved_threshold=solved_threshold))
         return
-    print_summary(summarize_run(run_dir, solved_threshold=solved_threshold), rich_output=is_tty())
+    _print_summary(summarize_run(run_dir, solved_threshold=solved_threshold))
 
 
 def regrade_command(
@@ -266,6 +282,7 @@ def regrade_command(
     ] = None,
 ) -> None:
     """Grade every attempt of a run again from its captured repos."""
+    from ksi.options import parse_key_values
     from ksi.runner.regrade import regrade_run
 
     summary = regrade_run(
@@ -275,7 +292,7 @@ def regrade_command(
         eval_env=eval_env,
         eval_isolation=eval_isolation,
     )
-    print_summary(summary, rich_output=is_tty())
+    _print_summary(summary)
 
 
 def check_command(
@@ -296,6 +313,8 @@ def check_command(
     passes with no work at all. Exit code 1 when any task is broken.
     """
     from ksi.runner.check import check_tasks
+    from ksi.runner.config import default_concurrency
+    from ksi.serialization import to_data
 
     base = run_dir or Path(tempfile.mkdtemp(prefix="ksi-check-"))
     result = check_tasks(
@@ -314,11 +333,70 @@ def check_command(
         raise typer.Exit(1)
 
 
+#: ``ctx.meta`` keys: environment option -> value of its flag, and the flags' parameter names.
+SHORTCUTS = "ksi.environment_shortcuts"
+SHORTCUT_PARAMS = "ksi.environment_shortcut_params"
+
+
+def environment_flags() -> list[tuple[str, str, str]]:
+    """``(flag, environment option, help)`` from every environment's ``cli_options``.
+
+    Environments are taken in name order; a flag declared twice keeps its
+    first declaration (``--network`` means ``network`` for every environment
+    that has one).
+    """
+    from ksi.plugins import registry
+
+    flags: dict[str, tuple[str, str, str]] = {}
+    for reg in registry("environment"):
+        declared = getattr(reg.obj, "cli_options", None) or {}
+        for flag, (option, help_text) in declared.items():
+            flags.setdefault(flag, (flag, option, help_text))
+    return list(flags.values())
+
+
+def with_environment_flags(command: Callable[..., None], after: str) -> Callable[..., None]:
+    """``command`` with one ``--flag`` option per environment shortcut, placed after ``after``.
+
+    The values reach ``command`` through ``ctx.meta[SHORTCUTS]`` (environment
+    option -> value, ``None`` when not given), so ``command`` itself stays a
+    fixed signature. A flag whose name the command already uses is left out.
+    """
+    signature = inspect.signature(command, eval_str=True)
+    params = list(signature.parameters.values())
+    taken = {p.name for p in params}
+    extra: dict[str, str] = {}  # parameter name -> environment option
+    new_params = []
+    for flag, option, help_text in environment_flags():
+        name = flag.lstrip("-").replace("-", "_")
+        if not name.isidentifier() or name in taken or name in extra:
+            continue
+        extra[name] = option
+        annotation = Annotated[str | None, typer.Option(flag, help=help_text)]
+        new_params.append(
+            inspect.Parameter(
+                name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None, annotation=annotation
+            )
+        )
+    index = next(i for i, p in enumerate(params) if p.name == after) + 1
+    params[index:index] = new_params
+
+    @functools.wraps(command)
+    def wrapper(**kwargs: Any) -> None:
+        ctx = kwargs["ctx"]
+        ctx.meta[SHORTCUTS] = {option: kwargs.pop(name) for name, option in extra.items()}
+        ctx.meta[SHORTCUT_PARAMS] = tuple(extra)
+        command(**kwargs)
+
+    wrapper.__signature__ = signature.replace(parameters=params)  # type: ignore[attr-defined]
+    return wrapper
+
+
 def register(app: typer.Typer) -> None:
-    app.command("run")(run_command)
+    app.command("run")(with_environment_flags(run_command, after="environment_option"))
     app.command("report")(report_command)
     app.command("regrade")(regrade_command)
     app.command("check")(check_command)
 
 
-__all__ = ["RunSummary", "register"]
+__all__ = ["register"]

@@ -551,6 +551,14 @@ class DockerEnvironment:
         "workspace mounted at /workspace, run as your uid; docker or podman CLI."
     )
 
+    #: ``ksi run`` flags that set one of these options: flag -> (option, help).
+    cli_options: ClassVar[dict[str, tuple[str, str]]] = {
+        "--image": ("image", "Docker image for the run."),
+        "--network": ("network", "none, bridge or host."),
+        "--cpus": ("cpus", "CPU limit per attempt (docker)."),
+        "--memory": ("memory", "Memory limit per attempt (docker)."),
+    }
+
     #: Image for tasks that set neither ``docker_image`` nor ``dockerfile``.
     image: str = ""
     cpus: float | None = None
