@@ -5,6 +5,13 @@ A plugin is a module (or object) whose functions are decorated with
 registered through these same hooks by KSI's default plugins, so anything a
 built-in does, a third-party plugin can do too.
 
+KSI calls the implementations in pluggy's order (``tryfirst`` ones first,
+``trylast`` ones last, otherwise the newest plugin first), each plugin on its
+own so one that raises is skipped alone; hook wrappers are refused. A name
+registered from a ``tryfirst`` hook overrides the same name from another
+plugin (built-ins register ``trylast``); any other double registration is a
+clash. See docs/plugins.md.
+
 Two families of hooks exist:
 
 * ``ksi_register_*``: called once, the first time KSI needs that kind of
@@ -120,10 +127,15 @@ def ksi_register_executors(register: Register) -> None:
 def ksi_register_commands(cli: typer.Typer) -> None:
     """Add commands to the ``ksi`` command line.
 
-    Called once when the CLI starts, after the built-in commands exist.
+    Called once, only when the command line needs plugin commands: to list
+    them (``ksi --help``) or to run a command that is not built in. A name a
+    built-in command already has is ignored.
 
-    :param cli: the root :class:`typer.Typer`; add commands with
-        ``@cli.command()`` or groups with ``cli.add_typer(...)``.
+    :param cli: a :class:`typer.Typer` whose commands and groups become
+        ``ksi``'s; add commands with ``@cli.command()`` or groups with
+        ``cli.add_typer(...)``. A :class:`ksi.errors.KsiError` raised by such
+        a command is reported like a built-in command's (``error: ...``, its
+        exit code).
     :returns: nothing.
     """
 

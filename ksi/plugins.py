@@ -22,7 +22,6 @@ import importlib
 import inspect
 import os
 import threading
-import traceback
 import types
 from collections.abc import Callable
 from typing import Any
@@ -403,7 +402,7 @@ class PluginState:
         late: str | None = None,
     ) -> None:
         message = exc if isinstance(exc, str) else f"{type(exc).__name__}: {exc}"
-        trace = "" if isinstance(exc, str) else "".join(traceback.format_exception(exc))
+        trace = "" if isinstance(exc, str) else _format_traceback(exc)
         err = LoadError(plugin, dist, version, stage, message, trace)
         if _strict():
             cause = exc if isinstance(exc, BaseException) else None
@@ -558,6 +557,12 @@ class PluginState:
                     errs[:] = [e for e in errs if e.plugin != plugin_name]
 
         return unregister
+
+
+def _format_traceback(exc: BaseException) -> str:
+    import traceback  # only when a plugin fails: it is slow to import
+
+    return "".join(traceback.format_exception(exc))
 
 
 def _ksi_version() -> str:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import importlib
 import sys
-import traceback
 from collections.abc import Callable, Sequence
 from typing import Annotated, Any
 
@@ -116,6 +115,19 @@ class RootGroup(typer.core.TyperGroup):
             return {}  # strict mode and a broken plugin: the command that needs it says so
 
     # -- click's interface --------------------------------------------------
+    def get_params(self, ctx: Any) -> list[Any]:
+        """The root options, with flags that were not given reading ``False``, not ``None``.
+
+        Typer coerces every value that is not already a bool through pydantic,
+        which it imports for that (tens of milliseconds): an unset ``--help``
+        or ``--install-completion`` (``None``) would make ``ksi run --help`` pay it.
+        """
+        params: list[Any] = super().get_params(ctx)
+        for param in params:
+            if getattr(param, "is_flag", False) and param.default is None:
+                param.default = False
+        return params
+
     def list_commands(self, ctx: Any) -> list[str]:
         return [*BUILTIN_COMMANDS, *self._listed_plugin_commands()]
 
@@ -221,6 +233,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         command(args=argv, prog_name="ksi")
     except Exception as exc:  # a KsiError never gets here (RootGroup.invoke)
         if Settings.debug:
+            import traceback
+
             traceback.print_exc()
         else:
             typer.echo(

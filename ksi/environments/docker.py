@@ -21,23 +21,19 @@ CLI works: ``docker_binary=podman`` or ``KSI_DOCKER_BINARY=podman``.
 
 from __future__ import annotations
 
-import hashlib
-import http.client
 import io
 import os
 import posixpath
 import re
 import shutil
 import subprocess
-import tarfile
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
 
-from ksi.environments.engine_api import EngineAPI, EngineAPIError, engine_api_for, memory_bytes
 from ksi.environments.images import (
     build_task_image,
     check_daemon,
@@ -53,6 +49,10 @@ from ksi.hookspecs import hookimpl
 from ksi.interfaces import AttemptContext, ExecResult, Invocation
 from ksi.models import TaskSpec
 from ksi.proc import TAG_VAR, new_tag, read_tail, run_process
+
+if TYPE_CHECKING:
+    # Imported where used: http.client alone costs more than the rest of `ksi run --help`.
+    from ksi.environments.engine_api import EngineAPI
 
 #: Label naming the run a container belongs to (``ksi cleanup`` selects on it).
 LABEL_RUN = "ksi.run"
@@ -117,6 +117,8 @@ _NETWORK_NAME = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.-]*$")
 
 def container_name(run_id: str, task_id: str, attempt: int, role: str = "") -> str:
     """A readable, valid, unique container name for an attempt (``ksi-<run>-<task>-<n>-<hash>``)."""
+    import hashlib
+
     digest = hashlib.sha1(f"{run_id}\0{task_id}\0{attempt}\0{role}".encode()).hexdigest()[:8]
     slug = _NAME_BAD.sub("-", f"{run_id}-{task_id}")[:80].strip("-.") or "x"
     prefix = f"ksi-{role}-" if role else "ksi-"
@@ -419,6 +421,8 @@ class DockerHandle:
         dest = posixpath.normpath(posixpath.join(self.workspace_path, env_dest))
         # A tar stream unpacked by the container's own user, so the files belong to the uid the
         # agent runs as (`docker cp` makes them root's, and `cp -a` needs getent in the image).
+        import tarfile
+
         buf = io.BytesIO()
         uid, gid = self.owner
 
@@ -495,6 +499,10 @@ class DockerHandle:
                     timeout=300,
                 )
             if self.api is not None:
+                import http.client
+
+                from ksi.environments.engine_api import EngineAPIError
+
                 try:
                     self.api.remove(self.container)
                 except (EngineAPIError, OSError, http.client.HTTPException) as exc:
@@ -717,6 +725,8 @@ class DockerEnvironment:
         if settings.cpus is not None:
             host["NanoCpus"] = int(settings.cpus * 1e9)
         if settings.memory:
+            from ksi.environments.engine_api import memory_bytes
+
             size = memory_bytes(settings.memory)
             if size is None:
                 return None  # let the CLI parse (and explain) it
@@ -738,6 +748,10 @@ class DockerEnvironment:
     def _start_by_api(
         self, api: EngineAPI, name: str, body: dict[str, Any], ctx: AttemptContext
     ) -> None:
+        import http.client
+
+        from ksi.environments.engine_api import EngineAPIError
+
         try:
             try:
                 api.run_detached(name, body)
@@ -757,6 +771,8 @@ class DockerEnvironment:
         """The daemon's API when it is the CLI's own daemon (checked once), else None."""
         if not self.use_engine_api:
             return None
+        from ksi.environments.engine_api import EngineAPI, engine_api_for
+
         with self._lock:
             if self._api is None:
                 self._api = engine_api_for(self._resolve()) or False

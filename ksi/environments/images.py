@@ -9,11 +9,9 @@ Dockerfile, finds the image and builds nothing.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import subprocess
-import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -108,6 +106,8 @@ def ensure_image(binary: str, ref: str, used_by: Sequence[str] = ()) -> None:
 
 def context_hash(dockerfile: Path, context: Path) -> str:
     """A hash of the Dockerfile and every file of its build context (path, mode, content)."""
+    import hashlib
+
     h = hashlib.sha256()
     h.update(b"dockerfile\0" + dockerfile.read_bytes() + b"\0")
     for root, dirs, files in os.walk(context):
@@ -143,6 +143,8 @@ def build_task_image(
     tag = f"{TASK_IMAGE_REPO}:{context_hash(dockerfile, context)}"
     if image_exists(binary, tag):
         return tag
+    import tempfile
+
     with tempfile.NamedTemporaryFile(prefix="ksi-build-", suffix=".log", delete=False) as log:
         log_path = Path(log.name)
         proc = subprocess.run(
