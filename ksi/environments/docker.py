@@ -332,7 +332,9 @@ class DockerHandle:
     #: ``chown`` the workspace back to KSI's user before removing the container.
     give_back_workspace: bool = False
     #: Removes the container without a CLI start-up, when the daemon's socket is usable.
-    api: EngineAPI | None = None
+    #: The :class:`~ksi.environments.engine_api.EngineAPI` in use, if any. Typed ``Any``
+    #: because attrs resolves field types at runtime and engine_api is imported where used.
+    api: Any = None
     _stopped: bool = False
     _lock: threading.Lock = attrs.field(factory=threading.Lock)
 
@@ -590,7 +592,8 @@ class DockerEnvironment:
     _images: dict[str, str] = attrs.field(factory=dict, init=False)
     _binary: str = attrs.field(default="", init=False)
     _lock: threading.Lock = attrs.field(factory=threading.Lock, init=False)
-    _api: EngineAPI | bool | None = attrs.field(default=None, init=False)
+    #: EngineAPI, False (not usable) or None (not checked yet); ``Any`` as ``api`` above.
+    _api: Any = attrs.field(default=None, init=False)
 
     # -- run lifetime -----------------------------------------------------
     def prepare(self, tasks: Sequence[TaskSpec]) -> None:
