@@ -33,15 +33,25 @@ def dumps_line(obj: Any) -> str:
 
 
 def write_json_atomic(
-    path: Path, data: Any, *, durable: bool = True, indent: int | None = 2
+    path: Path,
+    data: Any,
+    *,
+    durable: bool = True,
+    indent: int | None = 2,
+    parents: bool = True,
 ) -> None:
     """Write JSON so a reader sees either the old file or the new one, never half of one.
 
     ``durable=False`` skips the fsync, for copies of data whose durable home
     is elsewhere (an attempt's ``record.json`` duplicates its journal line);
     ``indent=None`` writes one line with the (much faster) C encoder.
+    ``parents=False`` raises ``FileNotFoundError`` rather than re-creating a
+    directory that was deleted (a run directory removed while the run goes).
+    A failure (a full disk...) leaves the old file as it was and no
+    temporary file behind.
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
+    if parents:
+        path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:

@@ -81,6 +81,13 @@ def _cells(t: TaskSummary, with_cost: bool) -> list[str]:
 
 
 def print_summary(summary: RunSummary, *, rich_output: bool) -> None:
+    _print_summary(summary, rich_output=rich_output)
+    # After the table, on stderr, so they are the last thing a user sees.
+    for warning in summary.warnings:
+        typer.echo(f"warning: {warning}", err=True)
+
+
+def _print_summary(summary: RunSummary, *, rich_output: bool) -> None:
     with_cost = summary.total_cost_usd is not None
     header = [*HEADER, "cost"] if with_cost else list(HEADER)
     rows = [_cells(t, with_cost) for t in summary.tasks[:MAX_TASK_ROWS]]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import secrets
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -19,8 +20,15 @@ from ksi.runner.progress import Progress
 
 
 def default_run_dir(runs_root: str | Path = "runs", run_name: str | None = None) -> Path:
-    name = run_name or dt.datetime.now().strftime("run-%Y%m%d-%H%M%S")
-    return Path(runs_root) / name
+    """``runs_root/run_name``, or a new name: the time (sortable) and a random suffix.
+
+    The suffix keeps two runs started in the same second (two terminals, a
+    script) from landing in one directory, where the second would be refused.
+    """
+    if run_name:
+        return Path(runs_root) / run_name
+    stamp = dt.datetime.now().strftime("run-%Y%m%d-%H%M%S")
+    return Path(runs_root) / f"{stamp}-{secrets.token_hex(3)}"
 
 
 def run(

@@ -35,8 +35,27 @@ from ksi.runner.capture import capture_repo, copy_tree, remove_tree
 from ksi.runner.components import component_name, resolve
 from ksi.runner.config import RunConfig, resume_mismatches, task_set_fingerprint
 from ksi.runner.diff import write_diff
-from ksi.runner.journal import Journal, latest_by_attempt, read_records, spending_records
-from ksi.runner.layout import RunLayout
+from ksi.runner.diskfull import (
+    DISK_FULL,
+    DiskFullError,
+    DiskFullWatch,
+    disk_full_as_error,
+    is_disk_full,
+    mark_disk_full,
+    raise_if_capture_hit_full_disk,
+    reruns_on_resume,
+    save_unless_disk_full,
+    wipe_after_disk_full,
+)
+from ksi.runner.journal import (
+    Journal,
+    journal_warnings,
+    latest_by_attempt,
+    read_journal,
+    read_records,
+    spending_records,
+)
+from ksi.runner.layout import RunLayout, clear_attempt_dir
 from ksi.runner.models import AttemptRecord, RunInfo, RunSummary, Timings
 from ksi.runner.progress import NullProgress, Progress
 from ksi.runner.safety import configure_host_grading, credential_warning, decide_eval_isolation
@@ -113,6 +132,10 @@ class Runner:
         self._active: dict[int, Any] = {}
         self._active_lock = threading.Lock()
         self.observer_errors: list[str] = []
+        #: A full disk seen by any attempt: the run stops launching and ends with its error.
+        self._disk = DiskFullWatch(self.layout.root)
+        #: What this session did that the user must hear (an attempt directory kept aside...).
+        self._warnings: list[str] = []
 
     # -- setup ----------------------------------------------------------------
     def _load_tasks(self) -> tuple[list[TaskSpec], Any]:
@@ -197,6 +220,8 @@ class Runner:
         layout = self.layout
         fingerprints = task_set_fingerprint(tasks)
         resumed = layout.run_json.exists()
+        if not resumed:
+            layout.check_new_run_dir()
         if resumed:
             stored = layout.read_run_json()
             problems = resume_mismatches(stored, self.config, fingerprints)
@@ -223,7 +248,8 @@ class Runner:
                 "run_complete": False,
             }
         stored["versions"] = self._versions()
-        write_json_atomic(layout.run_json, stored)
+        with disk_full_as_error(layout.root, "writing run.json"):
+            write_json_atomic(layout.run_json, stored)
         return stored, resumed
 
     def _versions(self) -> dict[str, Any]:
@@ -250,7 +276,7 @@ class Runner:
                 rec = latest.get((task.id, n))
                 if rec is None:
                     plan.append(PlannedAttempt(task, n, 0))
-                elif self._is_retryable(rec):
+                elif self._is_retryable(rec) or reruns_on_resume(rec):
                     plan.append(PlannedAttempt(task, n, rec.try_number + 1))
         return plan
 
@@ -300,12 +326,16 @@ class Runner:
         except KeyboardInterrupt:
             self._interrupted = True
             self._stop_reason = "interrupted"
+        except DiskFullError as exc:  # the journal itself could not be written
+            self._note_full_disk(exc.__cause__)
         finally:
             self.progress.close()
             self.journal.close()
             with contextlib.suppress(Exception):
                 self.environment.cleanup(self.run_id)
         summary = self._finish(stored, tasks)
+        if self._disk.happened:
+            raise self._disk.error(f"ksi run --resume --run-dir {self.layout.root}")
         if self._interrupted:
             raise RunInterrupted(
                 f"run interrupted; {summary.n_attempts}/{total} attempts are in the journal. "
@@ -321,8 +351,10 @@ class Runner:
         stored["sessions"][-1]["finished_at"] = _now()
         stored["run_complete"] = complete
         stored["stopped_reason"] = "" if complete else self._stop_reason
-        write_json_atomic(self.layout.run_json, stored)
+        if not save_unless_disk_full(self.layout.run_json, stored):
+            self._note_full_disk()
         summary = summarize_run(self.layout.root)
+        summary = attrs.evolve(summary, warnings=(*summary.warnings, *self._warnings))
         self._observe("ksi_run_finished", run=self.info, summary=summary)
         return summary
 
@@ -387,6 +419,7 @@ class Runner:
             self.progress.attempt_started()
             try_number = item.try_number
             while True:
+                self.journal.check_present()  # a deleted run directory stops the run
                 record = self._run_attempt(item.task, item.attempt, try_number)
                 if self._abandon:
                     return  # an attempt killed by the runner is not a result; resume re-runs it
@@ -438,6 +471,13 @@ class Runner:
                 self._stop.set()
             return True
 
+    def _note_full_disk(self, exc: BaseException | None = None, *, stopped: bool = False) -> None:
+        """The disk is full: launch nothing more; the run ends with the disk-full error."""
+        self._disk.note(exc, attempt_stopped=stopped)
+        with self._spend_lock:
+            self._stop_reason = self._disk.stop_reason()
+            self._stop.set()
+
     def _observe(self, hook: str, **kwargs: Any) -> None:
         self.observer_errors.extend(get_plugins().call_observers(hook, **kwargs))
 
@@ -454,8 +494,12 @@ class Runner:
                 tmp = dest.with_name(f"repo.tmp-{os.getpid()}-{threading.get_ident()}")
                 shutil.rmtree(tmp, ignore_errors=True)
                 tmp.mkdir(parents=True)
-                seed_repo(task, tmp)
-                os.replace(tmp, dest)
+                try:
+                    seed_repo(task, tmp)
+                    os.replace(tmp, dest)
+                except BaseException:
+                    remove_tree(tmp)  # a full disk must not leave half a seed behind
+                    raise
         return dest
 
     def _agent_timeout(self, task: TaskSpec) -> float:
@@ -489,8 +533,8 @@ class Runner:
         eval_result: EvalResult | None = None
         skipped: tuple[Any, ...] = ()
         try:
-            if attempt_dir.exists():  # left by a killed run: start over
-                remove_tree(attempt_dir)
+            if (kept_aside := clear_attempt_dir(attempt_dir)) is not None:
+                self._warnings.append(kept_aside)
             workspace = attempt_dir / "workspace"
             repo = workspace / "repo"
             t = time.monotonic()
@@ -560,6 +604,7 @@ class Runner:
             captured = attempt_dir / "captured" / "repo"
             report = capture_repo(repo, seed, captured, max_file_bytes=cfg.capture_max_file_bytes)
             skipped = tuple(report.skipped)
+            raise_if_capture_hit_full_disk(skipped)
             write_diff(seed, captured, attempt_dir / "diff.patch")
             times["capture"] = time.monotonic() - t
             handle.stop()
@@ -582,15 +627,20 @@ class Runner:
                 finished_at=_now(),
                 retryable=True,
             )
+            if is_disk_full(exc):
+                self._note_full_disk(exc, stopped=True)
+                record = mark_disk_full(record, exc)
         finally:
             if handle is not None:
                 with contextlib.suppress(Exception):
                     handle.stop()
                 self._untrack(handle)
-        if not self._abandon:
-            write_json_atomic(
-                attempt_dir / "record.json", to_data(record), durable=False, indent=None
-            )
+        if record.error_kind == DISK_FULL or (self._abandon and self._disk.happened):
+            wipe_after_disk_full(attempt_dir)  # the filler goes; the logs stay
+        if not self._abandon and not save_unless_disk_full(
+            attempt_dir / "record.json", to_data(record), durable=False, indent=None, parents=False
+        ):
+            self._note_full_disk()
         return record
 
     def _grade_after_capture(
@@ -702,8 +752,9 @@ def summarize_run(run_dir: Path, *, solved_threshold: float | None = None) -> Ru
     threshold = (
         solved_threshold if solved_threshold is not None else config.get("solved_threshold", 1.0)
     )
+    journal = read_journal(layout.journal)
     return summarize(
-        read_records(layout.journal),
+        journal.records,
         run_id=stored.get("run_id", layout.root.name),
         run_dir=str(layout.root),
         task_ids=stored.get("task_ids", []),
@@ -712,4 +763,5 @@ def summarize_run(run_dir: Path, *, solved_threshold: float | None = None) -> Ru
         wall_time_sec=wall if sessions and sessions[-1].get("finished_at") else None,
         run_complete=bool(stored.get("run_complete")),
         stopped_reason=stored.get("stopped_reason", ""),
+        warnings=journal_warnings(layout.journal, journal),
     )

@@ -4,39 +4,120 @@ Each record is written with a single ``write`` of a complete line followed by
 ``fsync``, under a lock, so a ``kill -9`` at any moment leaves every finished
 attempt on disk and at most one torn line at the end. Reading skips (and the
 next writer trims) that torn tail, so resume never trips over it.
+
+A damaged line anywhere else is not a crash's doing: reading skips it too,
+but :func:`journal_warnings` says so (file, line number), and the writer
+keeps the line's bytes in ``journal.corrupt`` beside the journal. A write
+that fails half-way (a full disk) is cut back to the last whole line, and a
+small reserve file, given back when the disk is full, leaves room for the
+records of the attempts still in flight. Before each append the writer checks
+that the journal and its directory are still the ones it opened: a run whose
+directory was deleted must stop, not write into a file nobody can see.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
+import attrs
+
+from ksi.errors import KsiError
+from ksi.runner.diskfull import DiskFullError, is_disk_full, where_full
 from ksi.runner.models import AttemptRecord
 from ksi.serialization import dumps_line, from_data
+
+#: Bytes kept free for the journal (``journal.reserve``), released on a full disk.
+RESERVE_BYTES = 256 * 1024
+#: Damaged lines named one by one in a warning; the rest are counted.
+MAX_LINES_NAMED = 10
+
+
+class RunDirectoryGone(KsiError):
+    """The run directory (or its journal) was deleted or replaced while the run went."""
+
+    exit_code = 1
+
+
+@attrs.frozen
+class CorruptLine:
+    """A line of the journal that is not a record (1-based line number, bytes as found)."""
+
+    line: int
+    raw: bytes
+    reason: str
+
+
+@attrs.frozen
+class JournalContents:
+    records: tuple[AttemptRecord, ...]
+    #: Damaged lines before the last one: the journal's content, not a crash, broke them.
+    corrupt: tuple[CorruptLine, ...] = ()
+    #: A partial last line (a crash mid-write), ``b""`` when there is none.
+    torn_tail: bytes = b""
+    #: The 1-based line number of ``torn_tail``.
+    torn_tail_line: int = 0
+
+
+def corrupt_path(journal: Path) -> Path:
+    """Where the writer keeps the bytes of damaged lines: ``journal.corrupt`` beside it."""
+    return journal.with_suffix(".corrupt")
+
+
+def reserve_path(journal: Path) -> Path:
+    return journal.with_suffix(".reserve")
+
+
+def read_journal(path: Path) -> JournalContents:
+    """Every record, and every line that is not one."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return JournalContents(records=())
+    lines = data.split(b"\n")
+    # The last element is b"" after a final newline, or a torn line after a crash.
+    records: list[AttemptRecord] = []
+    corrupt: list[CorruptLine] = []
+    for number, raw in enumerate(lines[:-1], start=1):
+        if not raw.strip():
+            continue
+        try:
+            records.append(from_data(json.loads(raw), AttemptRecord))
+        except Exception as exc:  # any damage: JSON, UTF-8, a field of the wrong type
+            corrupt.append(CorruptLine(number, raw, _reason(exc)))
+    return JournalContents(tuple(records), tuple(corrupt), lines[-1], len(lines))
+
+
+def _reason(exc: Exception) -> str:
+    text = " ".join(str(exc).split())
+    text = text if len(text) <= 120 else text[:117] + "..."
+    return f"{type(exc).__name__}: {text}"
 
 
 def read_records(path: Path) -> list[AttemptRecord]:
     """Every complete record in the journal, in the order written."""
-    return list(_iter_records(path))
+    return list(read_journal(path).records)
 
 
-def _iter_records(path: Path) -> Iterator[AttemptRecord]:
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        return
-    lines = data.split(b"\n")
-    # The last element is b"" after a final newline, or a torn line after a crash.
-    for raw in lines[:-1]:
-        if not raw.strip():
-            continue
-        try:
-            yield from_data(json.loads(raw), AttemptRecord)
-        except Exception:  # a corrupt line is skipped, not fatal: resume re-runs it
-            continue
+def journal_warnings(path: Path, contents: JournalContents | None = None) -> list[str]:
+    """What a user must hear about damaged journal lines (none for a clean journal)."""
+    contents = contents if contents is not None else read_journal(path)
+    bad = contents.corrupt
+    if not bad:
+        return []
+    named = ", ".join(f"{c.line} ({c.reason})" for c in bad[:MAX_LINES_NAMED])
+    more = f" and {len(bad) - MAX_LINES_NAMED} more" if len(bad) > MAX_LINES_NAMED else ""
+    lines = "line" if len(bad) == 1 else "lines"
+    return [
+        f"{path}: {len(bad)} damaged {lines} skipped: {named}{more}. "
+        f"The attempt{'s' if len(bad) != 1 else ''} recorded there "
+        f"{'is' if len(bad) == 1 else 'are'} missing from these figures and run again on resume. "
+        f"The {lines} stay{'s' if len(bad) == 1 else ''} in the journal; `ksi run` keeps a copy "
+        f"in {corrupt_path(path).name} beside it."
+    ]
 
 
 def latest_by_attempt(records: list[AttemptRecord]) -> dict[tuple[str, int], AttemptRecord]:
@@ -56,6 +137,10 @@ def spending_records(records: list[AttemptRecord]) -> list[AttemptRecord]:
     return [r for r in records if not r.regraded_at]
 
 
+def _identity(st: os.stat_result) -> tuple[int, int]:
+    return (st.st_dev, st.st_ino)
+
+
 class Journal:
     """Appends records durably; safe to call from many attempt threads."""
 
@@ -63,8 +148,36 @@ class Journal:
         self.path = path
         self._lock = threading.Lock()
         path.parent.mkdir(parents=True, exist_ok=True)
+        self._dir_identity = _identity(os.stat(path.parent))
+        self._keep_damaged_lines()
         self._trim_torn_tail()
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._reserve = reserve_path(path)
+        self._make_reserve()
+
+    # -- opening ----------------------------------------------------------------
+    def _keep_damaged_lines(self) -> None:
+        """Copy each damaged line to ``journal.corrupt`` once (resumes do not repeat it)."""
+        contents = read_journal(self.path)
+        entries = [b"line %d: %s\n" % (c.line, c.raw) for c in contents.corrupt]
+        if contents.torn_tail:
+            entries.append(
+                b"line %d (torn last line, trimmed): %s\n"
+                % (contents.torn_tail_line, contents.torn_tail)
+            )
+        if not entries:
+            return
+        target = corrupt_path(self.path)
+        try:
+            kept = target.read_bytes()
+        except FileNotFoundError:
+            kept = b""
+        new = b"".join(e for e in entries if e not in kept)
+        if new:
+            with open(target, "ab") as fh:
+                fh.write(new)
+                fh.flush()
+                os.fsync(fh.fileno())
 
     def _trim_torn_tail(self) -> None:
         """Drop a partial last line left by a crash, so the next append starts clean."""
@@ -83,13 +196,94 @@ class Journal:
             keep = content.rfind(b"\n") + 1
             fh.truncate(keep)
 
+    def _make_reserve(self) -> None:
+        """Set aside room for the records of attempts still running when the disk fills."""
+        try:
+            if self._reserve.stat().st_size >= RESERVE_BYTES:
+                return
+        except FileNotFoundError:
+            pass
+        try:
+            fd = os.open(self._reserve, os.O_WRONLY | os.O_CREAT, 0o644)
+            try:
+                os.posix_fallocate(fd, 0, RESERVE_BYTES)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                self._reserve.unlink()
+            if is_disk_full(exc):
+                self.close()
+                raise DiskFullError(
+                    f"disk full: {where_full(self.path.parent)} has no space left for the "
+                    f"journal of {self.path.parent}. Free some space, then run the same "
+                    "command again."
+                ) from exc
+            # Another failure (a filesystem without fallocate): run without a reserve.
+
+    # -- writing ----------------------------------------------------------------
+    def check_present(self) -> None:
+        """Raise :class:`RunDirectoryGone` if the journal or its directory was deleted or replaced.
+
+        Appending to a deleted journal would succeed, into a file nobody can
+        ever read again, and the run would end "complete" with nothing kept.
+        """
+        gone = os.fstat(self._fd).st_nlink == 0 if self._fd >= 0 else False
+        try:
+            moved = _identity(os.stat(self.path.parent)) != self._dir_identity
+        except FileNotFoundError:
+            moved = True
+        if gone or moved:
+            what = "its journal was deleted" if gone else "it was deleted, moved or replaced"
+            raise RunDirectoryGone(
+                f"run directory {self.path.parent}: {what} while the run was going; "
+                "the run stopped. Records written since are lost; start a new run "
+                "(or restore the directory and resume it)."
+            )
+
     def append(self, record: AttemptRecord) -> None:
         line = (dumps_line(record) + "\n").encode("utf-8")
         with self._lock:
+            self.check_present()
+            try:
+                self._write_whole_line(line)
+            except OSError as exc:
+                if not is_disk_full(exc):
+                    raise
+                if not self._release_reserve():
+                    raise self._full(exc) from exc
+                try:
+                    self._write_whole_line(line)
+                except OSError as again:
+                    if not is_disk_full(again):
+                        raise
+                    raise self._full(again) from again
+
+    def _write_whole_line(self, line: bytes) -> None:
+        """Append ``line`` and sync it, or leave the journal exactly as it was."""
+        size = os.fstat(self._fd).st_size
+        try:
             view = memoryview(line)
             while view:
                 view = view[os.write(self._fd, view) :]
             os.fsync(self._fd)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._fd, size)
+            raise
+
+    def _release_reserve(self) -> bool:
+        try:
+            self._reserve.unlink()
+        except FileNotFoundError:
+            return False
+        return True
+
+    def _full(self, exc: OSError) -> DiskFullError:
+        return DiskFullError(
+            f"disk full: {where_full(self.path.parent)} has no space left: "
+            f"a record could not be written to {self.path} ({exc.strerror})."
+        )
 
     def close(self) -> None:
         with self._lock:

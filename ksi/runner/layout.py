@@ -27,6 +27,7 @@ import attrs
 
 from ksi.errors import RunError, TaskLoadError, UserInputError
 from ksi.models import Problem, TaskSpec
+from ksi.runner.capture import remove_tree
 
 #: Characters a task directory name keeps as they are; ``%`` escapes the rest.
 _KEPT = re.compile(r"[A-Za-z0-9._-]")
@@ -148,6 +149,8 @@ class RunLayout:
         try:
             data = json.loads(self.run_json.read_text(encoding="utf-8"))
         except FileNotFoundError:
+            if self.journal.exists():
+                raise UserInputError(self._orphan_journal_message()) from None
             raise UserInputError(f"{self.root}: not a KSI run directory (no run.json)") from None
         except (OSError, ValueError) as exc:  # JSONDecodeError and UnicodeDecodeError
             raise UserInputError(
@@ -158,6 +161,23 @@ class RunLayout:
                 f"{self.run_json}: expected a JSON object; restore it or start a new --run-dir"
             )
         return data
+
+    def check_new_run_dir(self) -> None:
+        """Refuse to start a new run where an old run's records are (run.json deleted).
+
+        A new run there would adopt those records as its own, whatever agent
+        made them.
+        """
+        if self.journal.exists():
+            raise RunError(self._orphan_journal_message())
+
+    def _orphan_journal_message(self) -> str:
+        return (
+            f"{self.root}: holds a journal ({self.journal.name}) but no run.json, so it is not "
+            "a new run directory, and without run.json KSI cannot tell which run its records "
+            "belong to. Restore run.json to resume that run, use another --run-dir for a new "
+            f"one, or move {self.journal.name} away to start over here."
+        )
 
     def lock_exclusive(self) -> IO[str]:
         """Hold the run directory for one command (``ksi run``, ``ksi regrade``).
@@ -263,3 +283,26 @@ class RunLayout:
     def attempt_dir(self, task_id: str, attempt: int, try_number: int = 0) -> Path:
         name = str(attempt) if try_number == 0 else f"{attempt}-retry{try_number}"
         return self.root / "attempts" / task_dirname(task_id) / name
+
+
+def clear_attempt_dir(attempt_dir: Path) -> str | None:
+    """Make way for an attempt that runs again; a message when something was kept aside.
+
+    A directory left by an attempt in flight when a run was killed holds
+    nothing finished, and is deleted. One holding ``record.json`` is a
+    finished attempt whose journal line is unreadable (damaged, or torn by a
+    crash): it is never deleted, but renamed to ``<dir>.unreadable-<n>``.
+    """
+    if not attempt_dir.exists():
+        return None
+    if not (attempt_dir / "record.json").exists():
+        remove_tree(attempt_dir)
+        return None
+    n = 1
+    while (aside := attempt_dir.with_name(f"{attempt_dir.name}.unreadable-{n}")).exists():
+        n += 1
+    attempt_dir.rename(aside)
+    return (
+        f"{attempt_dir} held a finished attempt whose journal record is unreadable; "
+        f"moved it to {aside.name} before running the attempt again"
+    )

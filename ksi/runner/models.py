@@ -62,6 +62,9 @@ class AttemptRecord:
     skipped_files: tuple[SkippedFile, ...] = ()
     log_truncated: bool = False
     error: str = ""
+    #: What kind of error stopped the attempt, when KSI knows: ``disk_full``
+    #: (a resume runs such an attempt again, whatever ``--retries`` says).
+    error_kind: str = ""
     #: Relative to the run directory.
     attempt_dir: str = ""
     started_at: str = ""
@@ -125,3 +128,5 @@ class RunSummary:
     output_tokens: int = 0
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
+    #: Problems found while reading the run (a corrupt journal line...), for the user.
+    warnings: tuple[str, ...] = ()

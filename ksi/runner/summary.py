@@ -44,6 +44,7 @@ def summarize(
     wall_time_sec: float | None = None,
     run_complete: bool = False,
     stopped_reason: str = "",
+    warnings: Sequence[str] = (),
 ) -> RunSummary:
     all_records = list(records)
     latest = latest_by_attempt(all_records)
@@ -124,4 +125,5 @@ def summarize(
         output_tokens=usage_total("output_tokens"),
         cache_read_tokens=usage_total("cache_read_tokens"),
         cache_write_tokens=usage_total("cache_write_tokens"),
+        warnings=tuple(warnings),
     )

@@ -1,0 +1,228 @@
+"""A full disk during a run: recognise it, clean up after it, say so, resume later.
+
+An agent (or its logs) can fill the disk a run lives on. KSI must not then
+crash with a traceback, lose the attempt, or leave the filler behind. The
+runner asks this module three things: is this exception a full disk
+(:func:`is_disk_full`, also through wrapped errors and capture's skip list),
+what does the attempt's record become (:func:`mark_disk_full`: an ``error``
+that a resume runs again, whatever ``--retries`` says), and what to delete so
+space comes back (:func:`wipe_after_disk_full`: the agent's files and their
+copies, never the logs). :class:`DiskFullWatch` remembers where the disk
+filled and words the one error the run ends with.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import shutil
+import threading
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from ksi.errors import KsiError
+from ksi.runner.capture import remove_tree
+from ksi.runner.models import AttemptRecord
+from ksi.serialization import write_json_atomic
+
+#: ``AttemptRecord.error_kind`` of an attempt the full disk stopped.
+DISK_FULL = "disk_full"
+#: Out of space, or out of the user's quota: the same remedy.
+_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
+#: Parts of an attempt directory that hold the agent's files (or copies of them).
+_AGENT_FILES = ("workspace", "captured", "eval/repo", "eval/workspace")
+
+
+class DiskFullError(KsiError):
+    """The disk filled up: the run stopped; it resumes once there is space again."""
+
+    exit_code = 1
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    """Whether ``exc``, or any error it was raised from, says the disk is full."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, OSError) and current.errno in _FULL_ERRNOS:
+            return True
+        if isinstance(current, shutil.Error) and any(
+            _says_disk_full(str(item)) for item in _flatten(current.args)
+        ):
+            return True
+        current = current.__cause__ or current.__context__
+    return False
+
+
+def _flatten(items: Iterable[Any]) -> Iterator[Any]:
+    for item in items:
+        if isinstance(item, (list, tuple)):
+            yield from _flatten(item)
+        else:
+            yield item
+
+
+def _says_disk_full(text: str) -> bool:
+    return any(os.strerror(code) in text for code in _FULL_ERRNOS)
+
+
+def raise_if_capture_hit_full_disk(skipped: Iterable[Any]) -> None:
+    """Capture lists a file it could not copy instead of raising; a full disk must stop it.
+
+    Grading a capture with files missing because the disk was full would
+    score work the agent did not hand in.
+    """
+    for item in skipped:
+        reason = str(getattr(item, "reason", ""))
+        if _says_disk_full(reason):
+            path = getattr(item, "path", "?")
+            raise OSError(errno.ENOSPC, f"capture could not copy {path}: {reason}")
+
+
+def mark_disk_full(record: AttemptRecord, exc: BaseException) -> AttemptRecord:
+    """The record of an attempt a full disk stopped: an error a resume runs again."""
+    return attrs.evolve(
+        record,
+        status="error",
+        score=None,
+        error_kind=DISK_FULL,
+        error=f"disk full: {_describe(exc)}",
+        retryable=True,
+    )
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.errno in _FULL_ERRNOS:
+        return f"{exc.strerror}: {exc.filename}" if exc.filename else str(exc.strerror)
+    return f"{type(exc).__name__}: {exc}"
+
+
+def reruns_on_resume(record: AttemptRecord) -> bool:
+    """A full disk is no fault of the attempt: resume runs it again, ``--retries`` or not."""
+    return record.error_kind == DISK_FULL
+
+
+def wipe_after_disk_full(attempt_dir: Path) -> None:
+    """Delete what the agent wrote (and copies of it) so the filler does not outlive it.
+
+    The prompt, logs (capped) and record stay, to show what happened.
+    """
+    for part in _AGENT_FILES:
+        with contextlib.suppress(OSError):
+            remove_tree(attempt_dir / part)
+
+
+def save_unless_disk_full(path: Path, data: Any, **options: Any) -> bool:
+    """``write_json_atomic``, but ``False`` instead of an exception when the disk is full.
+
+    For files whose content is also kept elsewhere (an attempt's
+    ``record.json`` copies its journal line) or that can wait (``run.json``
+    at the end of a session the disk stopped): a full disk must not cost the
+    attempt its journal line or the run its clear message. With
+    ``parents=False`` a directory deleted meanwhile is not re-created and the
+    write is skipped: the journal reports the deletion.
+    """
+    try:
+        write_json_atomic(path, data, **options)
+    except FileNotFoundError:
+        if options.get("parents", True):
+            raise
+    except OSError as exc:
+        if is_disk_full(exc):
+            return False
+        raise
+    return True
+
+
+def mount_point(path: Path) -> Path:
+    """The mount point of the filesystem holding ``path`` (or its nearest existing parent)."""
+    current = Path(os.path.abspath(path))
+    while not current.exists() and current != current.parent:
+        current = current.parent
+    while not os.path.ismount(current) and current != current.parent:
+        current = current.parent
+    return current
+
+
+def _size(n: int) -> str:
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} TiB"  # pragma: no cover - the loop always returns
+
+
+def where_full(path: Path) -> str:
+    """``the filesystem mounted at /x (8.0 MiB, 0 B free now)`` for messages."""
+    mount = mount_point(path)
+    try:
+        usage = shutil.disk_usage(mount)
+    except OSError:
+        return f"the filesystem mounted at {mount}"
+    return f"the filesystem mounted at {mount} ({_size(usage.total)}, {_size(usage.free)} free now)"
+
+
+class DiskFullWatch:
+    """What a run saw of a full disk; thread-safe (attempts report from their threads)."""
+
+    def __init__(self, run_root: Path) -> None:
+        self.run_root = run_root
+        self._lock = threading.Lock()
+        self._where: Path | None = None
+        self.attempts_stopped = 0
+
+    @property
+    def happened(self) -> bool:
+        return self._where is not None
+
+    def note(self, exc: BaseException | None = None, *, attempt_stopped: bool = False) -> None:
+        """Remember the full disk (the first path that could not be written)."""
+        filename = getattr(exc, "filename", None)
+        where = Path(filename) if isinstance(filename, (str, os.PathLike)) else self.run_root
+        with self._lock:
+            if self._where is None:
+                self._where = Path(where)
+            if attempt_stopped:
+                self.attempts_stopped += 1
+
+    def stop_reason(self) -> str:
+        return f"disk full: {where_full(self._where or self.run_root)} ran out of space"
+
+    def error(self, resume_hint: str) -> DiskFullError:
+        """The error the run ends with: what happened, what KSI did, how to go on."""
+        stopped = self.attempts_stopped
+        plural = stopped != 1
+        done = (
+            f"{stopped} attempt{'s' if plural else ''} it stopped "
+            f"{'are' if plural else 'is'} journalled as errors (run again on resume) and "
+            f"{'their workspaces' if plural else 'its workspace'} removed; "
+            if stopped
+            else ""
+        )
+        where = self._where or self.run_root
+        return DiskFullError(
+            f"disk full: {where_full(where)} ran out of space (writing {where}).\n"
+            f"KSI stopped launching attempts; {done}every finished attempt is in the journal.\n"
+            "Free some space, then resume with the same command "
+            f"(or: {resume_hint}): the attempts that did not finish run then."
+        )
+
+
+@contextlib.contextmanager
+def disk_full_as_error(run_root: Path, doing: str) -> Iterator[None]:
+    """Turn a full disk while ``doing`` something into a clear error instead of a traceback."""
+    try:
+        yield
+    except OSError as exc:
+        if not is_disk_full(exc):
+            raise
+        raise DiskFullError(
+            f"disk full: {where_full(run_root)} has no space left for {doing} "
+            f"({run_root}). Free some space, then run the same command again."
+        ) from exc
