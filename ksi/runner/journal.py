@@ -110,13 +110,14 @@ def journal_warnings(path: Path, contents: JournalContents | None = None) -> lis
         return []
     named = ", ".join(f"{c.line} ({c.reason})" for c in bad[:MAX_LINES_NAMED])
     more = f" and {len(bad) - MAX_LINES_NAMED} more" if len(bad) > MAX_LINES_NAMED else ""
-    lines = "line" if len(bad) == 1 else "lines"
+    one = len(bad) == 1
     return [
-        f"{path}: {len(bad)} damaged {lines} skipped: {named}{more}. "
-        f"The attempt{'s' if len(bad) != 1 else ''} recorded there "
-        f"{'is' if len(bad) == 1 else 'are'} missing from these figures and run again on resume. "
-        f"The {lines} stay{'s' if len(bad) == 1 else ''} in the journal; `ksi run` keeps a copy "
-        f"in {corrupt_path(path).name} beside it."
+        f"{path}: damaged {'line' if one else 'lines'} {named}{more} skipped. "
+        "An attempt recorded on a damaged line counts as not run: it is missing from "
+        "these figures, a resume runs it again, and its old directory is kept as "
+        "<dir>.unreadable-<n>. `ksi run` keeps a copy of each damaged line in "
+        f"{corrupt_path(path).name} beside the journal; delete "
+        f"{'it' if one else 'them'} from the journal to end this warning."
     ]
 
 
@@ -237,8 +238,9 @@ class Journal:
             what = "its journal was deleted" if gone else "it was deleted, moved or replaced"
             raise RunDirectoryGone(
                 f"run directory {self.path.parent}: {what} while the run was going; "
-                "the run stopped. Records written since are lost; start a new run "
-                "(or restore the directory and resume it)."
+                "the run stopped. Records of attempts finished since then are lost, and "
+                "whatever was written at that path since is not a run directory; restore "
+                "the directory and resume it, or start a new run."
             )
 
     def append(self, record: AttemptRecord) -> None:
