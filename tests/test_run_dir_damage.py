@@ -175,7 +175,7 @@ def test_a_journal_without_run_json_is_never_adopted_by_a_new_run(tmp_path: Path
         assert result.returncode == 2, result.stderr
         assert "holds a journal (journal.jsonl) but no run.json" in result.stderr
 
-    with pytest.raises(RunError, match="Restore run.json to resume that run"):
+    with pytest.raises(RunError, match=r"Restore run\.json to resume that run"):
         ksi.run(tasks, agent="nop", run_dir=run_dir)
 
 

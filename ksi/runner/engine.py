@@ -326,8 +326,8 @@ class Runner:
         except KeyboardInterrupt:
             self._interrupted = True
             self._stop_reason = "interrupted"
-        except DiskFullError as exc:  # the journal itself could not be written
-            self._note_full_disk(exc.__cause__)
+        except DiskFullError:
+            pass  # the journal could not be written (noted by _record): the error comes below
         finally:
             self.progress.close()
             self.journal.close()
@@ -449,7 +449,11 @@ class Runner:
             self._active.pop(id(handle), None)
 
     def _record(self, record: AttemptRecord) -> None:
-        self.journal.append(record)
+        try:
+            self.journal.append(record)
+        except DiskFullError as exc:  # noted before the teardown, which then wipes workspaces
+            self._note_full_disk(exc.__cause__)
+            raise
         self._observe("ksi_attempt_finished", run=self.info, record=record)
         cost = record.usage.get("cost_usd")
         if isinstance(cost, (int, float)):

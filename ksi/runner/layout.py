@@ -303,6 +303,6 @@ def clear_attempt_dir(attempt_dir: Path) -> str | None:
         n += 1
     attempt_dir.rename(aside)
     return (
-        f"{attempt_dir} held a finished attempt whose journal record is unreadable; "
+        f"{attempt_dir} held a finished attempt with no readable journal record; "
         f"moved it to {aside.name} before running the attempt again"
     )
