@@ -7,6 +7,7 @@ the disk is enlarged, the same command resumes the run to the end.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 from collections import Counter
 from collections.abc import Iterator
@@ -131,6 +132,33 @@ def test_full_disk_stops_the_run_cleanly_and_resume_finishes_it(
     assert sorted(latest) == [(f"t{i}", 1) for i in range(6)]
     assert all(r["status"] == "scored" and r["score"] == 1.0 for r in latest.values())
     assert latest[("t2", 1)]["try_number"] == 1, "the attempt the disk stopped ran again"
+
+
+def test_logs_that_fill_the_disk_are_cut_to_their_tail(tmp_path: Path, small_disk: Path) -> None:
+    flood = (
+        'if [ "$KSI_TASK_ID" = t1 ]; then head -c 30000000 /dev/zero | tr "\\0" x; fi; '
+        "echo done > repo/ok.txt"
+    )
+    tasks = _tasks(tmp_path, 3)
+    run_dir = small_disk / "run"
+    args = [
+        "run", str(tasks), "--agent", "command", "--agent-option", f"cmd={flood}",
+        "--run-dir", str(run_dir), "--concurrency", "1",
+    ]  # fmt: skip
+    first = ksi(*args)
+    assert first.returncode == 1, first.stderr
+    assert "error: disk full" in first.stderr and "Traceback" not in first.stderr
+    log = run_dir / "attempts" / "t1" / "1" / "agent.stdout.log"
+    kept = log.read_bytes()
+    assert kept.startswith(b"[ksi: the disk filled up; only the last 65536 of ")
+    assert kept.endswith(b"x" * 65536)
+    assert shutil.disk_usage(small_disk).free > 6 * 1024 * 1024, "the space came back"
+    assert {r["task_id"]: r["error_kind"] for r in journal_lines(run_dir)}["t1"] == "disk_full"
+
+    _enlarge(small_disk)  # room for the 20 MiB the log cap allows
+    resumed = ksi(*args)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "solved: 3/3" in resumed.stdout
 
 
 def _record(task_id: str) -> AttemptRecord:

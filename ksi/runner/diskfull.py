@@ -7,7 +7,7 @@ runner asks this module three things: is this exception a full disk
 what does the attempt's record become (:func:`mark_disk_full`: an ``error``
 that a resume runs again, whatever ``--retries`` says), and what to delete so
 space comes back (:func:`wipe_after_disk_full`: the agent's files and their
-copies, never the logs). :class:`DiskFullWatch` remembers where the disk
+copies; its logs are cut to their tail). :class:`DiskFullWatch` remembers where the disk
 filled and words the one error the run ends with.
 """
 
@@ -35,6 +35,8 @@ DISK_FULL = "disk_full"
 _FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 #: Parts of an attempt directory that hold the agent's files (or copies of them).
 _AGENT_FILES = ("workspace", "captured", "eval/repo", "eval/workspace")
+#: What is kept of each log of an attempt the full disk stopped.
+LOG_TAIL_BYTES = 64 * 1024
 
 
 class DiskFullError(KsiError):
@@ -108,13 +110,34 @@ def reruns_on_resume(record: AttemptRecord) -> bool:
 
 
 def wipe_after_disk_full(attempt_dir: Path) -> None:
-    """Delete what the agent wrote (and copies of it) so the filler does not outlive it.
+    """Give back what the attempt took, so a filler (or a flood of output) does not outlive it.
 
-    The prompt, logs (capped) and record stay, to show what happened.
+    The agent's files and their copies are deleted; its logs are cut to
+    their last :data:`LOG_TAIL_BYTES` (an agent printing without end fills a
+    disk as surely as one writing files). The prompt and record stay.
     """
     for part in _AGENT_FILES:
         with contextlib.suppress(OSError):
             remove_tree(attempt_dir / part)
+    for log in (*attempt_dir.glob("*.log"), *attempt_dir.glob("eval/*.log")):
+        with contextlib.suppress(OSError):
+            _keep_tail(log)
+
+
+def _keep_tail(path: Path) -> None:
+    with open(path, "rb+") as fh:
+        size = os.fstat(fh.fileno()).st_size
+        if size <= LOG_TAIL_BYTES:
+            return
+        fh.seek(size - LOG_TAIL_BYTES)
+        tail = fh.read()
+        fh.seek(0)
+        fh.truncate()  # frees the space first: the tail then fits
+        fh.write(
+            f"[ksi: the disk filled up; only the last {LOG_TAIL_BYTES} of {size} bytes "
+            "of this log are kept]\n".encode()
+            + tail
+        )
 
 
 def save_unless_disk_full(path: Path, data: Any, **options: Any) -> bool:
