@@ -173,12 +173,11 @@ def mount_point(path: Path) -> Path:
 
 
 def _size(n: int) -> str:
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if value < 1024 or unit == "GiB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{value:.1f} TiB"  # pragma: no cover - the loop always returns
+    units = ("B", "KiB", "MiB", "GiB", "TiB")
+    value, i = float(n), 0
+    while value >= 1024 and i < len(units) - 1:
+        value, i = value / 1024, i + 1
+    return f"{n} B" if i == 0 else f"{value:.1f} {units[i]}"
 
 
 def where_full(path: Path) -> str:
@@ -199,12 +198,20 @@ class DiskFullWatch:
         self._lock = threading.Lock()
         self._where: Path | None = None
         self.attempts_stopped = 0
+        #: The journal itself could not take a record (its reserve was used up).
+        self.journal_failed = False
 
     @property
     def happened(self) -> bool:
         return self._where is not None
 
-    def note(self, exc: BaseException | None = None, *, attempt_stopped: bool = False) -> None:
+    def note(
+        self,
+        exc: BaseException | None = None,
+        *,
+        attempt_stopped: bool = False,
+        journal_failed: bool = False,
+    ) -> None:
         """Remember the full disk (the first path that could not be written)."""
         filename = getattr(exc, "filename", None)
         where = Path(filename) if isinstance(filename, (str, os.PathLike)) else self.run_root
@@ -213,6 +220,7 @@ class DiskFullWatch:
                 self._where = Path(where)
             if attempt_stopped:
                 self.attempts_stopped += 1
+            self.journal_failed = self.journal_failed or journal_failed
 
     def stop_reason(self) -> str:
         return f"disk full: {where_full(self._where or self.run_root)} ran out of space"
@@ -228,10 +236,16 @@ class DiskFullWatch:
             if stopped
             else ""
         )
+        kept = (
+            "the journal could not take the record of an attempt that finished meanwhile "
+            "(it runs again on resume); every other finished attempt is in the journal"
+            if self.journal_failed
+            else "every finished attempt is in the journal"
+        )
         where = self._where or self.run_root
         return DiskFullError(
             f"disk full: {where_full(where)} ran out of space (writing {where}).\n"
-            f"KSI stopped launching attempts; {done}every finished attempt is in the journal.\n"
+            f"KSI stopped launching attempts; {done}{kept}.\n"
             "Free some space, then resume with the same command "
             f"(or: {resume_hint}): the attempts that did not finish run then."
         )

@@ -302,7 +302,7 @@ class Runner:
         stored, resumed = self._open_run_dir(tasks)
         self.run_id: str = stored["run_id"]
         self.journal = Journal(self.layout.journal)
-        records = read_records(self.layout.journal)
+        records = list(self.journal.contents.records)
         self._spent_usd = sum(
             float(r.usage.get("cost_usd") or 0.0) for r in spending_records(records)
         )
@@ -452,7 +452,7 @@ class Runner:
         try:
             self.journal.append(record)
         except DiskFullError as exc:  # noted before the teardown, which then wipes workspaces
-            self._note_full_disk(exc.__cause__)
+            self._note_full_disk(exc.__cause__, journal_failed=True)
             raise
         self._observe("ksi_attempt_finished", run=self.info, record=record)
         cost = record.usage.get("cost_usd")
@@ -475,9 +475,15 @@ class Runner:
                 self._stop.set()
             return True
 
-    def _note_full_disk(self, exc: BaseException | None = None, *, stopped: bool = False) -> None:
+    def _note_full_disk(
+        self,
+        exc: BaseException | None = None,
+        *,
+        stopped: bool = False,
+        journal_failed: bool = False,
+    ) -> None:
         """The disk is full: launch nothing more; the run ends with the disk-full error."""
-        self._disk.note(exc, attempt_stopped=stopped)
+        self._disk.note(exc, attempt_stopped=stopped, journal_failed=journal_failed)
         with self._spend_lock:
             self._stop_reason = self._disk.stop_reason()
             self._stop.set()

@@ -150,6 +150,8 @@ class Journal:
         self._lock = threading.Lock()
         path.parent.mkdir(parents=True, exist_ok=True)
         self._dir_identity = _identity(os.stat(path.parent))
+        #: What the journal held when opened (read once: a long journal takes a while).
+        self.contents = read_journal(path)
         self._keep_damaged_lines()
         self._trim_torn_tail()
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
@@ -159,7 +161,7 @@ class Journal:
     # -- opening ----------------------------------------------------------------
     def _keep_damaged_lines(self) -> None:
         """Copy each damaged line to ``journal.corrupt`` once (resumes do not repeat it)."""
-        contents = read_journal(self.path)
+        contents = self.contents
         entries = [b"line %d: %s\n" % (c.line, c.raw) for c in contents.corrupt]
         if contents.torn_tail:
             entries.append(
