@@ -193,6 +193,9 @@ def test_journal_writes_the_record_from_its_reserve_and_never_leaves_half_a_line
                 journal.append(_record(f"more-{i}"))
     finally:
         journal.close()
+    # Opening it again while the disk is still full: a clear error, not a traceback.
+    with pytest.raises(DiskFullError, match="has no space left for the journal"):
+        Journal(path)
     contents = read_journal(path)
     assert contents.corrupt == () and contents.torn_tail == b""
     assert [r.task_id for r in contents.records][:2] == ["before", "while-full"]

@@ -26,7 +26,7 @@ from pathlib import Path
 import attrs
 
 from ksi.errors import KsiError
-from ksi.runner.diskfull import DiskFullError, is_disk_full, where_full
+from ksi.runner.diskfull import DiskFullError, disk_full_as_error, is_disk_full, where_full
 from ksi.runner.models import AttemptRecord
 from ksi.serialization import dumps_line, from_data
 
@@ -152,11 +152,16 @@ class Journal:
         self._dir_identity = _identity(os.stat(path.parent))
         #: What the journal held when opened (read once: a long journal takes a while).
         self.contents = read_journal(path)
-        self._keep_damaged_lines()
-        self._trim_torn_tail()
-        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         self._reserve = reserve_path(path)
-        self._make_reserve()
+        with disk_full_as_error(path.parent, "the journal"):
+            self._keep_damaged_lines()
+            self._trim_torn_tail()
+            self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                self._make_reserve()
+            except BaseException:
+                self.close()
+                raise
 
     # -- opening ----------------------------------------------------------------
     def _keep_damaged_lines(self) -> None:
@@ -216,12 +221,7 @@ class Journal:
             with contextlib.suppress(OSError):
                 self._reserve.unlink()
             if is_disk_full(exc):
-                self.close()
-                raise DiskFullError(
-                    f"disk full: {where_full(self.path.parent)} has no space left for the "
-                    f"journal of {self.path.parent}. Free some space, then run the same "
-                    "command again."
-                ) from exc
+                raise
             # Another failure (a filesystem without fallocate): run without a reserve.
 
     # -- writing ----------------------------------------------------------------
