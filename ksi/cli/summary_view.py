@@ -84,7 +84,7 @@ def print_summary(summary: RunSummary, *, rich_output: bool) -> None:
     _print_summary(summary, rich_output=rich_output)
     # After the table, on stderr, so they are the last thing a user sees.
     for warning in summary.warnings:
-        typer.echo(f"warning: {warning}", err=True)
+        typer.echo(f"warning: {printable(warning)}", err=True)
 
 
 def _print_summary(summary: RunSummary, *, rich_output: bool) -> None:
