@@ -25,6 +25,7 @@ from typing import Any
 import attrs
 
 from ksi.models import Problem
+from ksi.proc import MAX_TIMEOUT_SEC
 from ksi.tasks.paths import MAX_PATH_BYTES, clean_relative_path, is_clean_text
 from ksi.tasks.workspace_rules import path_length_problem, workspace_dir_problem
 
@@ -312,6 +313,13 @@ def _timeout(c: _RecordChecker, value: Any, field: str) -> float | None:
         seconds = math.inf
     if not math.isfinite(seconds) or seconds <= 0:
         c.add(field, f"{msg}, got {describe(value)}{hint}")
+        return None
+    if seconds > MAX_TIMEOUT_SEC:
+        c.add(
+            field,
+            f"must be at most {MAX_TIMEOUT_SEC:g} seconds (7 days), got {describe(value)}; "
+            "give a shorter timeout",
+        )
         return None
     return seconds
 
