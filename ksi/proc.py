@@ -26,6 +26,8 @@ from typing import IO
 
 import attrs
 
+from ksi.limits import MAX_TIMEOUT_SEC
+
 TAG_VAR = "KSI_PROC_TAG"
 #: Seconds between SIGTERM and SIGKILL.
 KILL_GRACE_SEC = 2.0
@@ -34,6 +36,31 @@ _POLL_SEC = 0.1
 _CHUNK = 64 * 1024
 #: Linux's minimum pipe capacity (one page); smaller stdin is written without a thread.
 _PIPE_SAFE_BYTES = 4096
+#: The longest single ``poll`` KSI asks for; a longer wait is made of several.
+_MAX_POLL_STEP_SEC = 3600.0
+
+
+def timeout_problem(value: object, shown: object = None) -> str | None:
+    """Why ``value`` is not a usable timeout in seconds (None when it is).
+
+    The one rule for every place a timeout enters (tasks file, ``--timeout``,
+    evaluator options): a finite number > 0 and at most :data:`MAX_TIMEOUT_SEC`.
+    The message says ``got <shown>`` (``value`` unless given).
+    """
+    got = f"got {value if shown is None else shown!r}"
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return f"must be a number of seconds > 0, {got}"
+    try:
+        seconds = float(value)
+    except OverflowError:
+        seconds = float("inf")
+    if seconds != seconds or seconds <= 0:
+        return f"must be a number of seconds > 0, {got}"
+    if seconds > MAX_TIMEOUT_SEC:
+        return (
+            f"must be at most {MAX_TIMEOUT_SEC:g} seconds (7 days), {got}; give a shorter timeout"
+        )
+    return None
 
 
 @attrs.frozen
@@ -355,7 +382,7 @@ def _wait(
             step = _POLL_SEC if cancel is not None else None
             if deadline is not None:
                 left = max(0.0, deadline - time.monotonic())
-                step = left if step is None else min(step, left)
+                step = min(left, _MAX_POLL_STEP_SEC) if step is None else min(step, left)
             if poller.poll(None if step is None else step * 1000):
                 proc.wait()
                 return "exited"
@@ -370,7 +397,7 @@ def _wait_polling(
 ) -> str:
     if cancel is None:
         try:
-            proc.wait(timeout=timeout)
+            proc.wait(timeout=timeout)  # sleeps of at most 50 ms: any length is safe
         except subprocess.TimeoutExpired:
             return "timeout"
         return "exited"

@@ -21,6 +21,7 @@ import typer
 
 from ksi.cli.common import echo_json, is_tty, print_warnings
 from ksi.errors import UserInputError
+from ksi.limits import MAX_TIMEOUT_SEC
 from ksi.text import printable
 
 if TYPE_CHECKING:
@@ -106,7 +107,12 @@ def run_command(
         int | None, typer.Option(min=1, help="Attempts at once (default: CPUs, max 8).")
     ] = None,
     timeout: Annotated[
-        float | None, typer.Option(min=0.001, help="Agent wall clock per attempt, seconds.")
+        float | None,
+        typer.Option(
+            min=0.001,
+            max=MAX_TIMEOUT_SEC,
+            help="Agent wall clock per attempt, seconds (at most 7 days).",
+        ),
     ] = None,
     task_ids: Annotated[str | None, typer.Option(help="Only these task ids (a,b).")] = None,
     max_tasks: Annotated[int | None, typer.Option(min=1, help="Only the first N.")] = None,

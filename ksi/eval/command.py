@@ -55,7 +55,7 @@ from ksi.eval.scoring import (
 from ksi.hookspecs import Register, hookimpl
 from ksi.interfaces import EnvironmentHandle, Invocation
 from ksi.models import EvalResult, TaskSpec
-from ksi.proc import read_tail, run_process
+from ksi.proc import read_tail, run_process, timeout_problem
 
 #: Seconds an eval command may run when the task does not say.
 DEFAULT_TIMEOUT_SEC = 300.0
@@ -73,9 +73,9 @@ _EXIT_HINTS = {
 }
 
 
-def _positive_or_none(_inst: object, attribute: attrs.Attribute[Any], value: Any) -> None:
-    if value is not None and not (math.isfinite(value) and value > 0):
-        raise ValueError(f"{attribute.name} must be a number > 0, got {value!r}")
+def _timeout_or_none(_inst: object, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value is not None and (problem := timeout_problem(value)):
+        raise ValueError(f"{attribute.name} {problem}")
 
 
 def _positive_int(_inst: object, attribute: attrs.Attribute[Any], value: int) -> None:
@@ -118,7 +118,7 @@ class CommandEvaluator:
     grades_in: ClassVar[Literal["host", "environment"]] = "host"
 
     shell: str = "/bin/sh"
-    timeout_sec: float | None = attrs.field(default=None, validator=_positive_or_none)
+    timeout_sec: float | None = attrs.field(default=None, validator=_timeout_or_none)
     tail_bytes: int = attrs.field(default=4096, validator=_positive_int)
     log_cap_bytes: int = attrs.field(default=10 * 1024 * 1024, validator=_positive_int)
     keep_workdir: bool = False
@@ -286,15 +286,14 @@ class CommandEvaluator:
         if raw is None or raw == "":
             return DEFAULT_TIMEOUT_SEC
         try:
-            if isinstance(raw, bool):
-                raise TypeError
-            value = float(raw)
-        except (TypeError, ValueError):
+            value = math.nan if isinstance(raw, bool) else float(raw)
+        except (TypeError, ValueError, OverflowError):
             value = math.nan
-        if not (math.isfinite(value) and value > 0):
+        problem = timeout_problem(value, shown=raw)
+        if problem:
             raise UserInputError(
-                f"task {task.id!r}: metadata eval_timeout_sec must be a number of seconds > 0, "
-                f"got {raw!r}; fix the task or pass --evaluator-option timeout_sec=SECONDS"
+                f"task {task.id!r}: metadata eval_timeout_sec {problem}; fix the task or pass "
+                "--evaluator-option timeout_sec=SECONDS"
             )
         return value
 

@@ -17,6 +17,7 @@ from typing import Any
 import attrs
 
 from ksi.models import TaskSpec
+from ksi.proc import timeout_problem
 
 #: Options that define the experiment; a resume must not change them.
 KEY_OPTIONS = (
@@ -82,10 +83,12 @@ class RunConfig:
             not isinstance(self.max_tasks, int) or self.max_tasks < 1
         ):
             out.append(f"max_tasks: expected an integer >= 1 or None, got {self.max_tasks!r}")
-        for name in ("timeout_sec", "max_cost_usd"):
-            value = getattr(self, name)
-            if value is not None and (not isinstance(value, (int, float)) or value <= 0):
-                out.append(f"{name}: expected a number > 0 or None, got {value!r}")
+        if self.max_cost_usd is not None and (
+            not isinstance(self.max_cost_usd, (int, float)) or self.max_cost_usd <= 0
+        ):
+            out.append(f"max_cost_usd: expected a number > 0 or None, got {self.max_cost_usd!r}")
+        if self.timeout_sec is not None and (problem := timeout_problem(self.timeout_sec)):
+            out.append(f"timeout_sec (--timeout): {problem}")
         if not isinstance(self.wipe_workspace, bool):
             out.append(f"wipe_workspace: expected True or False, got {self.wipe_workspace!r}")
         if self.eval_in not in ("host", "environment"):
