@@ -5,6 +5,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import pty
 import signal
 import subprocess
 import sys
@@ -384,3 +385,38 @@ def test_a_resumed_run_is_not_complete_while_it_goes(tmp_path: Path) -> None:
         unregister()
     assert watcher.seen == [False], "a retry is running: the run is not complete meanwhile"
     assert again.run_complete and again.tasks[0].best_score == 1.0
+
+
+def test_sighup_when_the_terminal_closes_kills_the_agents_and_the_run_resumes(
+    tmp_path: Path,
+) -> None:
+    """Closing the terminal (SIGHUP, and the terminal gone) stops the run like Ctrl-C."""
+    tasks = _tasks(tmp_path, 4)
+    run_dir = tmp_path / "run"
+    marker = f"ksi-sighup-{uuid.uuid4().hex}"
+    go = tmp_path / "go"  # the agents sleep until it exists: the first run is interrupted
+    cmd = f"test -f {go} || sleep 1000 # {marker}\necho > repo/ok.txt"
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ksi", *_run_args(tasks, run_dir, cmd, "--concurrency", "4")],
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        start_new_session=True,
+    )
+    os.close(slave)
+    try:
+        wait_for_agents(marker, 4)
+    finally:
+        os.close(master)  # the terminal goes away: KSI's later writes to it fail
+    os.kill(proc.pid, signal.SIGHUP)
+    assert proc.wait(timeout=60) != 0
+    assert wait_for_no_agents(marker, timeout=5) == [], "the agents were killed with the run"
+    assert journal_lines(run_dir) == [], "killed attempts are not results"
+    assert json.loads((run_dir / "run.json").read_text())["run_complete"] is False
+
+    go.write_text("")
+    resumed = ksi_cli(*_run_args(tasks, run_dir, cmd, "--concurrency", "4"))
+    assert resumed.returncode == 0, resumed.stderr
+    assert sorted(r["task_id"] for r in journal_lines(run_dir)) == ["t0", "t1", "t2", "t3"]
+    assert "solved: 4/4" in resumed.stdout

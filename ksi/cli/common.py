@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import signal
 import sys
 import warnings
 from collections.abc import Iterator
@@ -42,6 +43,22 @@ def print_warnings() -> Iterator[None]:
         warnings.simplefilter("always", KsiWarning)
         warnings.showwarning = show
         yield
+
+
+def stop_signals_as_interrupt() -> None:
+    """SIGTERM and SIGHUP (the terminal was closed) stop a command like Ctrl-C.
+
+    A run ends cleanly: its running agents killed, the journal kept, resumable;
+    a grade kills its eval command. Without this, SIGHUP's default action
+    killed KSI on the spot and left its agents (each in a session of its own)
+    running.
+    """
+
+    def handler(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, handler)
 
 
 def echo_json(data: Any) -> None:

@@ -20,7 +20,7 @@ from typing import Annotated, Any
 import attrs
 import typer
 
-from ksi.cli.common import echo_json
+from ksi.cli.common import echo_json, stop_signals_as_interrupt
 from ksi.errors import UserInputError
 from ksi.models import EvalResult, TaskSpec
 from ksi.options import create_component, parse_key_values
@@ -220,6 +220,7 @@ def grade(
     start...: see status), 2 for bad input (unknown task id, missing paths,
     bad options).
     """
+    stop_signals_as_interrupt()
     outcome = grade_workspace(
         tasks_path,
         task_id,

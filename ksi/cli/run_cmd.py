@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import signal
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -19,7 +18,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ksi.cli.common import echo_json, is_tty, print_warnings
+from ksi.cli.common import echo_json, is_tty, print_warnings, stop_signals_as_interrupt
 from ksi.errors import UserInputError
 from ksi.limits import MAX_TIMEOUT_SEC
 from ksi.text import printable
@@ -38,13 +37,6 @@ def _progress() -> Progress:
     from ksi.runner.progress import PlainProgress, RichProgress
 
     return RichProgress() if is_tty() else PlainProgress()
-
-
-def _sigterm_as_interrupt() -> None:
-    def handler(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, handler)
 
 
 def _parse_wipe(value: str) -> bool:
@@ -212,7 +204,7 @@ def run_command(
         if path is None:
             raise UserInputError("give the tasks: ksi run TASKS_PATH --agent NAME")
         config = RunConfig(**fields)
-    _sigterm_as_interrupt()
+    stop_signals_as_interrupt()
     runner = Runner(config, run_dir, progress=_progress())
     with print_warnings():
         summary = runner.run()
@@ -291,6 +283,7 @@ def regrade_command(
     from ksi.options import parse_key_values
     from ksi.runner.regrade import regrade_run
 
+    stop_signals_as_interrupt()
     summary = regrade_run(
         run_dir,
         evaluator=evaluator,
@@ -323,6 +316,7 @@ def check_command(
     from ksi.serialization import to_data
 
     base = run_dir or Path(tempfile.mkdtemp(prefix="ksi-check-"))
+    stop_signals_as_interrupt()
     result = check_tasks(
         tasks,
         task_source=task_source,
