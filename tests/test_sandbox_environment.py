@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from docker_support import ROOT, needs_bwrap
+from run_helpers import ksi, write_tasks
 
 from ksi.environments.sandbox import SandboxEnvironment, SandboxHandle
 from ksi.errors import EnvironmentFailure, OptionsError
@@ -250,3 +251,104 @@ def test_missing_bwrap_and_bad_options_are_clear_errors() -> None:
         _env(network="bridge")
     with pytest.raises(EnvironmentFailure, match=r"expose path '/nonexistent/x' does not exist"):
         _env(expose="/nonexistent/x").prepare([])
+
+
+# -- secrets root can read, other attempts' files (issue 11, items 5 and 6) -------------
+
+
+@pytest.fixture
+def planted_root_secrets() -> Iterator[list[Path]]:
+    """Secrets only root can read: a fake SSH host key and a file in /root (removed after)."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root: the leak is of files only root can read")
+    token = uuid.uuid4().hex
+    planted = []
+    for path in (Path(f"/etc/ssh/ssh_host_ksitest{token[:8]}_key"), Path(f"/root/.ksi-{token}")):
+        if path.parent.is_dir():
+            path.write_text(f"PRIVATE-{token}\n")
+            path.chmod(0o600)
+            planted.append(path)
+    try:
+        yield planted
+    finally:
+        for path in planted:
+            path.unlink(missing_ok=True)
+
+
+def test_an_agent_run_as_root_reads_no_host_secret(
+    tmp_path: Path, planted_root_secrets: list[Path]
+) -> None:
+    """``ksi run --environment sandbox`` as root: shadow, gshadow, host keys, /root all fail."""
+    secrets = [Path("/etc/shadow"), Path("/etc/gshadow"), *planted_root_secrets]
+    secrets = [p for p in secrets if p.exists()]
+    contents = {p: p.read_text() for p in secrets}
+    assert all(contents.values()), "root reads them outside the sandbox"
+    reads = " ".join(f"cat {p};" for p in secrets)
+    cmd = f"{{ {reads} ls -A /root; ls /etc/ssh; }} > repo/loot.txt 2>&1; true"
+    tasks = write_tasks(tmp_path / "tasks.jsonl", [{"task_id": "t", "prompt": "p"}])
+    run_dir = tmp_path / "run"
+    r = ksi(
+        "run", str(tasks), "--agent", "command", "--agent-option", f"cmd={cmd}",
+        "--environment", "sandbox", "--run-dir", str(run_dir),
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    loot = (run_dir / "attempts" / "t" / "1" / "captured" / "repo" / "loot.txt").read_text()
+    for path, content in contents.items():
+        for line in content.splitlines():
+            assert line not in loot, f"{path} was read in the sandbox"
+    for path in planted_root_secrets:
+        if path.parent == Path("/root"):
+            assert f"cat: {path}: No such file" in loot  # /root is an empty directory
+
+
+def test_other_attempts_and_runs_cannot_be_read(tmp_path: Path) -> None:
+    """Two concurrent attempts each plant a token; neither sees the other's, nor another run."""
+    outside_tmp = Path(tempfile.mkdtemp(prefix=".ksi-test-runs-", dir=ROOT))  # /tmp is hidden
+    try:
+        _check_runs_are_hidden(tmp_path, outside_tmp / "runs")
+    finally:
+        shutil.rmtree(outside_tmp)
+
+
+def _check_runs_are_hidden(tmp_path: Path, runs: Path) -> None:
+    other_run = runs / "older"
+    (other_run / "attempts" / "t" / "1" / "workspace").mkdir(parents=True)
+    (other_run / "run.json").write_text("{}")
+    (other_run / "attempts" / "t" / "1" / "workspace" / "mine.txt").write_text("older-token\n")
+    run_dir = runs / "now"
+    probe = (
+        "cat /proc/sys/kernel/random/uuid > repo/mine.txt; sleep 1; "
+        f"{{ cat {run_dir}/attempts/*/*/*/repo/mine.txt {runs}/*/attempts/*/*/*/mine.txt; "
+        f"ls {runs} {run_dir}; cat {run_dir}/journal.jsonl; }} > repo/seen.txt 2>&1; true"
+    )
+    tasks = write_tasks(tmp_path / "tasks.jsonl", [{"task_id": "t", "prompt": "p"}])
+    r = ksi(
+        "run", str(tasks), "--agent", "command", "--agent-option", f"cmd={probe}",
+        "--environment", "sandbox", "--run-dir", str(run_dir),
+        "--attempts", "2", "--concurrency", "2",
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    for n in (1, 2):
+        captured = run_dir / "attempts" / "t" / str(n) / "captured" / "repo"
+        own = (captured / "mine.txt").read_text().strip()
+        seen = (captured / "seen.txt").read_text()
+        tokens = [line for line in seen.splitlines() if len(line) == 36 and line.count("-") == 4]
+        assert tokens == [own], f"attempt {n} saw another attempt's file:\n{seen}"
+        assert "older-token" not in seen and "older" not in seen.split()
+        assert '"task_id"' not in seen  # the journal is hidden too
+    # Outside the sandbox, everything is still where KSI left it.
+    assert (other_run / "attempts" / "t" / "1" / "workspace" / "mine.txt").is_file()
+
+
+def test_the_hide_option_hides_more_paths(tmp_path: Path) -> None:
+    secret_dir = Path(tempfile.mkdtemp(prefix=".ksi-test-hide-", dir=ROOT))
+    try:
+        (secret_dir / "key").write_text("hide-me\n")
+        handle = _start(_env(hide=str(secret_dir)), tmp_path)
+        _, out, _, _ = _sh(handle, f"cat {secret_dir}/key; ls -A {secret_dir} | wc -l", tmp_path)
+        handle.stop()
+    finally:
+        shutil.rmtree(secret_dir)
+    assert out.splitlines() == ["0"]
+    with pytest.raises(EnvironmentFailure, match=r"hide path 'rel/x' is not absolute"):
+        _env(hide="rel/x").prepare([])

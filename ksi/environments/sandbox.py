@@ -10,6 +10,13 @@ read-only, so the agent uses the tools installed on the host. What it gets:
   file systems, so dotfiles and credentials there cannot be read;
 * the sockets of container engines and per-user services (``/run/docker.sock``,
   ``/run/user``...) are masked: reaching one would be a way out;
+* host secrets are hidden whatever the options (``/etc/shadow``, ``/etc/gshadow``,
+  SSH host keys, ``/etc/ssl/private``...; the ``hide`` option adds paths): the
+  sandbox runs as the user running KSI, and under root that is root without
+  capabilities, which still owns, and so may read, every file root owns;
+* the run directory is hidden (and a ``runs/`` root holding only runs): other
+  attempts' live workspaces, the logs and the seeds are out of sight, the
+  attempt's own workspace is bound back;
 * no network (its own empty network namespace) unless ``network=host``;
 * its own PID, IPC and UTS namespaces, no capabilities, a new session (no
   terminal injection), and killed when its parent dies.
@@ -21,6 +28,7 @@ attempt and there is nothing for ``cleanup`` to find.
 
 from __future__ import annotations
 
+import glob
 import os
 import shutil
 import subprocess
@@ -42,6 +50,22 @@ HOME_SUBDIR = ".ksi/home"
 HIDDEN_DIRS = ("/home", "/root", "/run/user", "/run/containerd", "/run/podman", "/var/run/docker")
 #: Sockets that would let a process out of any sandbox; replaced by /dev/null.
 MASKED_FILES = ("/run/docker.sock", "/var/run/docker.sock", "/run/podman/podman.sock")
+#: Host secrets root can read, replaced by /dev/null whatever the options. The
+#: sandbox runs as the user running KSI; under root that is root without
+#: capabilities, which still owns (and may read) every file root owns.
+SECRET_FILES = (
+    "/etc/shadow",
+    "/etc/shadow-",
+    "/etc/gshadow",
+    "/etc/gshadow-",
+    "/etc/security/opasswd",
+    "/etc/krb5.keytab",
+    "/etc/ssh/ssh_host_*_key",  # host private keys (the .pub files stay)
+)
+#: Host directories of secrets root can read, hidden behind an empty tmpfs whatever the options.
+SECRET_DIRS = ("/etc/ssl/private", "/etc/docker", "/var/lib/docker", "/var/lib/containerd")
+#: The file that marks a run directory (see :mod:`ksi.runner.layout`).
+_RUN_MARKER = "run.json"
 #: Variables from the scrub naming host places the sandbox hides; left out.
 HIDDEN_VARS = frozenset(
     {
@@ -70,6 +94,55 @@ def sandbox_env(
     return env
 
 
+def run_dirs_to_hide(attempt_dir: Path) -> list[str]:
+    """The directories an attempt's sandbox hides: its run directory, and other runs.
+
+    The run directory (the nearest ancestor of ``attempt_dir`` holding
+    ``run.json``) holds every other attempt's live workspace, logs and the
+    seeds; the sandbox binds only its own workspace back. When the run
+    directory's parent holds nothing but run directories (a ``runs/`` root),
+    it is hidden too, so other runs are out of sight as well. Without a run
+    directory (an environment started outside a run), ``attempt_dir`` itself
+    is hidden.
+    """
+    attempt_dir = attempt_dir.resolve()
+    run_dir = next(
+        (d for d in (attempt_dir, *attempt_dir.parents) if (d / _RUN_MARKER).is_file()), None
+    )
+    if run_dir is None or run_dir == Path("/"):
+        return [str(attempt_dir)] if attempt_dir != Path("/") else []
+    parent = run_dir.parent
+    try:
+        only_runs = parent != Path("/") and all(
+            (entry / _RUN_MARKER).is_file()
+            for entry in parent.iterdir()
+            if entry.is_dir() and not entry.is_symlink()
+        )
+    except OSError:
+        only_runs = False
+    return [str(parent if only_runs else run_dir)]
+
+
+def _secret_paths(extra: Sequence[str]) -> tuple[list[str], list[str]]:
+    """``(dirs, files)`` to hide: the built-in secrets plus ``extra``, resolved, existing."""
+    found: set[Path] = set()
+    for pattern in (*SECRET_FILES, *SECRET_DIRS, *extra):
+        matches = glob.glob(pattern) if glob.has_magic(pattern) else [pattern]
+        found.update(Path(m).resolve() for m in matches if os.path.lexists(m))
+    dirs = sorted(str(p) for p in found if p.is_dir())
+    files = sorted(str(p) for p in found if p.exists() and not p.is_dir())
+    return dirs, files
+
+
+def _outermost(paths: Sequence[str]) -> list[str]:
+    """``paths`` without those under another of them (a tmpfs there already hides them)."""
+    kept: list[str] = []
+    for path in sorted(set(paths)):
+        if not any(Path(k) == Path(path) or Path(k) in Path(path).parents for k in kept):
+            kept.append(path)
+    return kept
+
+
 def bwrap_args(
     binary: str,
     workspace: Path,
@@ -78,20 +151,32 @@ def bwrap_args(
     hide_home: bool,
     expose: Sequence[str],
     cwd: Path,
+    hide: Sequence[str] = (),
 ) -> list[str]:
-    """The bubblewrap command line (without the program to run), in mount order."""
+    """The bubblewrap command line (without the program to run), in mount order.
+
+    The one place a sandbox's command line is built. ``hide`` names more host
+    paths to hide (a directory behind an empty tmpfs, a file behind /dev/null),
+    e.g. :func:`run_dirs_to_hide`; the secrets in :data:`SECRET_FILES` and
+    :data:`SECRET_DIRS` are always hidden. ``workspace`` is bound writable
+    last, so it is there even under a hidden directory.
+    """
     args = [binary, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
     args += ["--tmpfs", "/tmp", "--tmpfs", "/var/tmp"]
+    hidden: list[str] = []
     if hide_home:
-        hidden = list(HIDDEN_DIRS)
+        hidden += HIDDEN_DIRS
         home = os.environ.get("HOME", "")
         if home and Path(home).is_absolute() and Path(home).resolve() != Path("/"):
             hidden.append(str(Path(home).resolve()))
-        # Resolved (/var/run is a link to /run), each once, parents before children.
-        for path in sorted({str(Path(p).resolve()) for p in hidden if Path(p).is_dir()}):
-            args += ["--tmpfs", path]
+    # Resolved (/var/run is a link to /run), each once, parents before children.
+    for path in sorted({str(Path(p).resolve()) for p in hidden if Path(p).is_dir()}):
+        args += ["--tmpfs", path]
+    secret_dirs, secret_files = _secret_paths(hide)
+    for path in _outermost(secret_dirs):
+        args += ["--tmpfs", path]
     masked = {str(Path(p).resolve()) for p in MASKED_FILES if os.path.exists(p)}
-    for path in sorted(masked):
+    for path in sorted(masked.union(secret_files)):
         if not Path(path).is_dir():
             args += ["--ro-bind", "/dev/null", path]
     for path in expose:
@@ -118,9 +203,15 @@ class SandboxHandle(LocalHandle):
     network: str = "none"
     hide_home: bool = True
     expose: tuple[str, ...] = ()
+    #: More host paths to hide (the ``hide`` option).
+    hide: tuple[str, ...] = ()
+    #: The attempt's directory: its run directory is hidden, all but the workspace.
+    attempt_dir: Path | None = None
 
     def _process(self, invocation: Invocation) -> tuple[list[str], Path, dict[str, str]]:
         cwd = (self.host_workspace / invocation.cwd).resolve()
+        # Per exec, not per attempt: a run started since then is hidden too.
+        runs = run_dirs_to_hide(self.attempt_dir) if self.attempt_dir is not None else []
         argv = bwrap_args(
             self.binary,
             self.host_workspace,
@@ -128,6 +219,7 @@ class SandboxHandle(LocalHandle):
             hide_home=self.hide_home,
             expose=self.expose,
             cwd=cwd,
+            hide=(*self.hide, *runs),
         )
         argv += ["--", *invocation.argv]
         env = sandbox_env(self.base_env, invocation.env, self.host_workspace)
@@ -162,11 +254,19 @@ class SandboxEnvironment:
     hide_home: bool = True
     #: Comma-separated host paths to show read-only even when hidden (e.g. ``~/.nvm``).
     expose: str = ""
+    #: Comma-separated host paths to hide as well (globs allowed, e.g. ``/srv/secrets``).
+    hide: str = ""
     _binary: str = attrs.field(default="", init=False)
 
     def prepare(self, tasks: Sequence[TaskSpec]) -> None:
         """Check that bubblewrap exists and can create its namespaces on this machine."""
         binary = self._resolve()
+        for path in self._paths(self.hide):
+            if not Path(path).is_absolute():
+                raise EnvironmentFailure(
+                    f"sandbox environment: hide path {path!r} is not absolute; fix the hide= "
+                    "option (comma-separated absolute paths, globs allowed)"
+                )
         for path in self._expose_paths():
             if not Path(path).exists():
                 raise EnvironmentFailure(
@@ -215,6 +315,8 @@ class SandboxEnvironment:
             network=self.network,
             hide_home=self.hide_home,
             expose=tuple(self._expose_paths()),
+            hide=tuple(self._paths(self.hide)),
+            attempt_dir=ctx.attempt_dir,
         )
 
     def cleanup(self, run_id: str | None) -> int:
@@ -222,9 +324,12 @@ class SandboxEnvironment:
         return 0
 
     def _expose_paths(self) -> list[str]:
-        return [
-            str(Path(p.strip()).expanduser().resolve()) for p in self.expose.split(",") if p.strip()
-        ]
+        return [str(Path(p).resolve()) for p in self._paths(self.expose)]
+
+    @staticmethod
+    def _paths(option: str) -> list[str]:
+        """The comma-separated absolute paths of an option (``~`` expanded)."""
+        return [str(Path(p.strip()).expanduser()) for p in option.split(",") if p.strip()]
 
     def _resolve(self) -> str:
         if not self._binary:
