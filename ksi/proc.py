@@ -1,13 +1,18 @@
 """Running a process tree to completion and leaving nothing behind.
 
 Every process KSI starts (an agent on ``local``, an eval command) gets its own
-session and process group, and a unique tag in its environment
-(``KSI_PROC_TAG``). When the main process exits or times out, KSI terminates
-the group and every process still carrying the tag, which catches children
-that called ``setsid`` or double-forked into another group; then it kills
-whatever ignored the polite signal. A process that both leaves the session
-and scrubs its environment can escape this on ``local``; the ``sandbox`` and
-``docker`` environments use a PID namespace and cannot be escaped that way.
+session and process group, a unique tag in its environment (``KSI_PROC_TAG``)
+and, where KSI can create cgroups (:mod:`ksi.cgroups`), a cgroup of its own.
+When the main process exits or times out, KSI terminates the group, every
+process still carrying the tag and every process in the cgroup; then it kills
+whatever ignored the polite signal (the whole cgroup at once). The cgroup
+catches everything, however it hid; without one, a process that both leaves
+the process group and scrubs its environment can escape on ``local`` (the
+``sandbox`` and ``docker`` environments use a PID namespace and cannot be
+escaped that way).
+
+Once the tree is dead, KSI reads what is left in the output pipes for at most
+:data:`DRAIN_SEC`: an escaped process still holding them cannot make it wait.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from typing import IO
 
 import attrs
 
+from ksi import cgroups
 from ksi.limits import MAX_TIMEOUT_SEC
 
 TAG_VAR = "KSI_PROC_TAG"
@@ -38,6 +44,8 @@ _CHUNK = 64 * 1024
 _PIPE_SAFE_BYTES = 4096
 #: The longest single ``poll`` KSI asks for; a longer wait is made of several.
 _MAX_POLL_STEP_SEC = 3600.0
+#: Once the tree is dead, how long the rest of its output is read before the pipes are closed.
+DRAIN_SEC = 2.0
 
 
 def timeout_problem(value: object, shown: object = None) -> str | None:
@@ -167,8 +175,10 @@ def _reap(pids: Iterable[int]) -> None:
                 os.waitpid(pid, os.WNOHANG)
 
 
-def _tree_is_gone(pgid: int) -> bool:
+def _tree_is_gone(pgid: int, group: cgroups.Cgroup | None = None) -> bool:
     """True when it is certain that nothing of ``pgid``'s tree survives (main reaped)."""
+    if group is not None and group.populated():
+        return False  # one cheap read instead of a scan: something is left
     if not _SUBREAPER:
         return False
     try:
@@ -205,10 +215,14 @@ def _stat(pid: str) -> tuple[str, int, int] | None:
         return None
 
 
-def _scan(tag: str, pgid: int | None, var: str = TAG_VAR) -> tuple[list[int], list[int]]:
-    """``(live, dead)``: live (non-zombie) processes carrying ``tag`` or in group ``pgid``,
-    and the zombie children of those (KSI's to reap once their parent is killed)."""
+def _scan(
+    tag: str, pgid: int | None, var: str = TAG_VAR, group: cgroups.Cgroup | None = None
+) -> tuple[list[int], list[int]]:
+    """``(live, dead)``: live (non-zombie) processes carrying ``tag``, in group ``pgid`` or
+    in cgroup ``group``, and the zombie children of those (KSI's to reap once their
+    parent is killed)."""
     me = os.getpid()
+    members = set(group.pids()) if group is not None else set()
     found = []
     zombies = []
     try:
@@ -224,7 +238,7 @@ def _scan(tag: str, pgid: int | None, var: str = TAG_VAR) -> tuple[list[int], li
         if st[0] in ("Z", "X"):
             zombies.append((int(entry), st[1]))  # dead and only waiting to be reaped
             continue
-        if pgid is not None and st[2] == pgid:
+        if (pgid is not None and st[2] == pgid) or int(entry) in members:
             found.append(int(entry))
             continue
         try:
@@ -239,13 +253,17 @@ def _scan(tag: str, pgid: int | None, var: str = TAG_VAR) -> tuple[list[int], li
 
 
 def _signal_all(
-    pgid: int | None, tag: str, sig: int, var: str = TAG_VAR
+    pgid: int | None, tag: str, sig: int, var: str = TAG_VAR, group: cgroups.Cgroup | None = None
 ) -> tuple[list[int], list[int]]:
-    """Signal the group and every tagged process; return :func:`_scan`'s ``(live, dead)``.
+    """Signal the group, every tagged process and the cgroup's members; return
+    :func:`_scan`'s ``(live, dead)``.
 
-    The scan comes first so that processes the group signal kills are counted too.
+    The scan comes first so that processes the group signal kills are counted
+    too. SIGKILL goes to the whole cgroup at once (none can fork away meanwhile).
     """
-    pids, dead = _scan(tag, pgid, var)
+    pids, dead = _scan(tag, pgid, var, group)
+    if group is not None and sig == signal.SIGKILL:
+        group.kill()
     if pgid is not None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pgid, sig)
@@ -262,8 +280,10 @@ def kill_tree(
     reap: Callable[[], object] | None = None,
     exclude: int | None = None,
     tag_var: str = TAG_VAR,
+    group: cgroups.Cgroup | None = None,
 ) -> int:
-    """SIGTERM the group and tagged processes; after ``grace``, SIGKILL until none is left.
+    """SIGTERM the group, tagged processes and the cgroup ``group``'s; after ``grace``,
+    SIGKILL until none is left.
 
     Returns how many distinct processes were found alive (``exclude``, the
     main process, not counted). ``reap`` collects our own child once it dies,
@@ -273,21 +293,21 @@ def kill_tree(
     re-parented to KSI (the subreaper) and reaped here: no other code waits
     for them.
     """
-    alive, dead = _signal_all(pgid, tag, signal.SIGTERM, tag_var)
+    alive, dead = _signal_all(pgid, tag, signal.SIGTERM, tag_var, group)
     seen, zombies = set(alive), set(dead)
     if seen:
         deadline = time.monotonic() + grace
         while time.monotonic() < deadline:
             if reap is not None:
                 reap()
-            alive, dead = _scan(tag, pgid, tag_var)
+            alive, dead = _scan(tag, pgid, tag_var, group)
             seen.update(alive)
             zombies.update(dead)
             if not alive:
                 break
             time.sleep(0.05)
         for _ in range(200):
-            alive, dead = _signal_all(pgid, tag, signal.SIGKILL, tag_var)
+            alive, dead = _signal_all(pgid, tag, signal.SIGKILL, tag_var, group)
             seen.update(alive)
             zombies.update(dead)
             if reap is not None:
@@ -304,21 +324,30 @@ class _CappedCopier(threading.Thread):
     """Copies a pipe into a file up to a byte cap, then keeps draining so the child never blocks.
 
     The file is opened unbuffered by the caller, so a log can be followed
-    while the process runs.
+    while the process runs. :meth:`stop` ends the copy even while the pipe is
+    still open: a process that escaped the kill may hold its write end forever.
     """
 
     def __init__(self, src: IO[bytes], out: IO[bytes] | None, cap: int) -> None:
         super().__init__(daemon=True)
         self.src, self.out, self.cap = src, out, cap
         self.truncated = False
+        self._stop_event = threading.Event()
+
+    def stop(self) -> None:
+        self._stop_event.set()
 
     def run(self) -> None:
         written = 0
         out = self.out
+        fd = self.src.fileno()
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
         try:
-            while True:
-                read = getattr(self.src, "read1", self.src.read)
-                chunk = read(_CHUNK)
+            while not self._stop_event.is_set():
+                if not poller.poll(_POLL_SEC * 1000):
+                    continue
+                chunk = os.read(fd, _CHUNK)
                 if not chunk:
                     break
                 if out is None:
@@ -343,6 +372,21 @@ class _CappedCopier(threading.Thread):
             if self.out is not None:
                 self.out.close()
             self.src.close()
+
+
+def _finish_copies(copiers: Sequence[_CappedCopier]) -> None:
+    """Let the copiers read what the dead tree left in the pipes, for at most DRAIN_SEC.
+
+    Normally they end at once (end of file). A pipe still open after that is
+    held by a process KSI could not find (no cgroup here): stop reading it.
+    """
+    deadline = time.monotonic() + DRAIN_SEC
+    for c in copiers:
+        c.join(timeout=max(0.0, deadline - time.monotonic()))
+    for c in copiers:
+        c.stop()
+    for c in copiers:
+        c.join(timeout=5)
 
 
 def _feed(stdin: IO[bytes], data: bytes) -> None:
@@ -442,25 +486,17 @@ def run_process(
         return ProcResult(None, 0.0, spawn_error="cancelled before start", cancelled=True)
     _become_subreaper()
     logs: list[IO[bytes] | None] = []
+    group = cgroups.create(f"ksi-{tag}")
     try:
         logs.append(_open_log(stdout_path))
         logs.append(_open_log(stderr_path))
-        with _MAINS_LOCK:  # registered before any other thread can look for orphans
-            proc = subprocess.Popen(
-                list(argv),
-                cwd=cwd,
-                env=full_env,
-                stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                start_new_session=True,
-                close_fds=True,
-            )
-            _MAINS.add(proc.pid)
+        proc, group = _spawn(argv, cwd, full_env, stdin is not None, group)
     except OSError as exc:
         for log in logs:
             if log is not None:
                 log.close()
+        if group is not None:
+            group.remove()
         return ProcResult(
             None, time.monotonic() - started, spawn_error=f"{type(exc).__name__}: {exc}"
         )
@@ -482,19 +518,22 @@ def run_process(
     try:
         how = _wait(proc, timeout, cancel)
     except BaseException:
-        kill_tree(pgid, tag, reap=proc.poll)
+        kill_tree(pgid, tag, reap=proc.poll, group=group)
         proc.wait()
         _forget_main(proc.pid)
+        if group is not None:
+            group.remove()
         raise
-    if how == "exited" and _tree_is_gone(pgid):
+    if how == "exited" and _tree_is_gone(pgid, group):
         stragglers = 0
     else:
-        stragglers = kill_tree(pgid, tag, reap=proc.poll, exclude=proc.pid)
+        stragglers = kill_tree(pgid, tag, reap=proc.poll, exclude=proc.pid, group=group)
         _foreign_orphans()  # reap the tree's orphans that died by themselves (not scanned)
     proc.wait()
     _forget_main(proc.pid)
-    for c in copiers:
-        c.join(timeout=5)
+    if group is not None:
+        group.remove()
+    _finish_copies(copiers)
     return ProcResult(
         exit_code=proc.returncode if how == "exited" else None,
         duration_sec=time.monotonic() - started,
@@ -502,6 +541,67 @@ def run_process(
         output_truncated=any(c.truncated for c in copiers),
         stragglers_killed=stragglers,
         cancelled=how == "cancelled",
+    )
+
+
+def _spawn(
+    argv: Sequence[str],
+    cwd: Path,
+    env: Mapping[str, str],
+    stdin_pipe: bool,
+    group: cgroups.Cgroup | None,
+) -> tuple[subprocess.Popen[bytes], cgroups.Cgroup | None]:
+    """Start the main process in a new session, inside ``group`` when there is one.
+
+    The child joins the cgroup between fork and exec (it writes ``0``, "this
+    process", to ``cgroup.procs``), so not one instruction of the program runs
+    outside it. When joining fails, cgroups are given up for the rest of this
+    KSI process, and the process is started without one.
+    """
+    enter_fd = None
+    if group is not None:
+        try:
+            enter_fd = group.enter_fd()
+        except OSError:
+            cgroups.give_up()
+            group.remove()
+            group = None
+    try:
+        with _MAINS_LOCK:  # registered before any other thread can look for orphans
+            try:
+                proc = _popen(argv, cwd, env, stdin_pipe, enter_fd)
+            except subprocess.SubprocessError:  # only the preexec raises it: joining failed
+                assert group is not None
+                cgroups.give_up()
+                group.remove()
+                group = None
+                proc = _popen(argv, cwd, env, stdin_pipe, None)
+            _MAINS.add(proc.pid)
+    finally:
+        if enter_fd is not None:
+            os.close(enter_fd)
+    return proc, group
+
+
+def _popen(
+    argv: Sequence[str], cwd: Path, env: Mapping[str, str], stdin_pipe: bool, enter_fd: int | None
+) -> subprocess.Popen[bytes]:
+    def join_cgroup() -> None:
+        assert enter_fd is not None
+        os.write(enter_fd, b"0")  # runs in the child, before exec
+
+    return subprocess.Popen(
+        list(argv),
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.PIPE if stdin_pipe else subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+        close_fds=True,
+        # A preexec_fn is unsafe with threads when it takes a lock another thread held at
+        # fork time; this one makes a single system call.
+        preexec_fn=join_cgroup if enter_fd is not None else None,
     )
 
 

@@ -13,13 +13,14 @@ from pathlib import Path
 
 import pytest
 
+from ksi import cgroups
 from ksi.environments.envscrub import scrubbed_env
 from ksi.environments.local import LocalEnvironment, LocalHandle
 from ksi.errors import EnvironmentFailure
 from ksi.interfaces import AttemptContext, Invocation
 from ksi.models import TaskSpec
 from ksi.plugins import registry
-from ksi.proc import TAG_VAR, run_process
+from ksi.proc import DRAIN_SEC, TAG_VAR, run_process
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs /proc")
 
@@ -389,3 +390,94 @@ def test_stragglers_killed_in_their_own_session_are_reaped(handle: LocalHandle) 
     assert res.stragglers_killed >= 1
     assert _alive_with(marker) == []
     assert set(_zombie_children()) - before == set()
+
+
+# -- escapes the process group and tag cannot catch (issue 11, item 15) ------------------
+
+
+def _escaping_agent(marker: str) -> Invocation:
+    """Double fork, a process group of its own (no setsid) and an empty environment: the
+    sleeper carries no tag, is in no group KSI knows, and holds the agent's stdout."""
+    script = (
+        "import os\n"
+        "if os.fork() == 0:\n"
+        "    os.setpgid(0, 0)\n"
+        "    if os.fork() == 0:\n"
+        f"        os.execve({shutil.which('sleep')!r}, ['sleep', '{marker}'], {{}})\n"
+        "    os._exit(0)\n"
+        "os.wait()\n"
+        "print('started', flush=True)\n"
+    )
+    return Invocation(argv=(sys.executable, "-c", script))
+
+
+def _ksi_cgroups() -> set[Path]:
+    base = cgroups._own_cgroup()
+    return set(base.glob("ksi-*")) if base is not None else set()
+
+
+def _need_cgroups() -> None:
+    probe = cgroups.create(f"ksi-probe-{uuid.uuid4().hex}")
+    if probe is None:
+        pytest.skip("KSI cannot create a cgroup v2 here (not root, not delegated, or no v2)")
+    probe.remove()
+
+
+def test_an_escaped_sleeper_is_killed_through_the_attempts_cgroup(handle: LocalHandle) -> None:
+    _need_cgroups()
+    before = _ksi_cgroups()
+    marker = _marker()
+    started = time.monotonic()
+    res = _exec(handle, _escaping_agent(marker), timeout=30)
+    took = time.monotonic() - started
+    assert res.exit_code == 0
+    assert (handle.host_workspace.parent / "agent.stdout.log").read_text() == "started\n"
+    assert _alive_with(marker) == [], "the escaped sleeper outlived its attempt"
+    assert res.stragglers_killed >= 1
+    assert took < 5, f"the attempt waited {took:.1f}s for a process holding its stdout"
+    assert _ksi_cgroups() <= before, "the attempt's cgroup was removed"
+
+
+def test_without_cgroups_an_escaped_process_holding_stdout_does_not_hold_the_attempt(
+    handle: LocalHandle, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The documented limit: without a cgroup the sleeper escapes, but KSI does not wait on it."""
+    monkeypatch.setattr(cgroups, "create", lambda name: None)
+    marker = _marker()
+    started = time.monotonic()
+    res = _exec(handle, _escaping_agent(marker), timeout=30)
+    took = time.monotonic() - started
+    try:
+        assert res.exit_code == 0
+        assert (handle.host_workspace.parent / "agent.stdout.log").read_text() == "started\n"
+        assert took < DRAIN_SEC + 3, f"the attempt waited {took:.1f}s for an escaped process"
+        assert len(_alive_with(marker)) == 1, "no cgroup: this escape is the documented limit"
+    finally:
+        for pid in _alive_with(marker):
+            os.kill(pid, 9)
+
+
+def test_nested_run_cgroups_are_killed_and_removed_with_the_outer_one(tmp_path: Path) -> None:
+    """A KSI run inside an attempt makes its cgroups below the attempt's; both go at the end."""
+    _need_cgroups()
+    before = _ksi_cgroups()
+    marker = _marker()
+    inner = (
+        "import os, pathlib, sys\n"
+        "from ksi.proc import run_process\n"
+        "res = run_process(['sh', '-c', sys.argv[1]], cwd=pathlib.Path('.'), env={'PATH': "
+        "os.environ['PATH']}, timeout=60, stdout_path=None, stderr_path=None)\n"
+    )
+    # The inner run's agent leaves an escaped sleeper and then blocks; the outer times out.
+    escape = f"(env -i sleep {marker} &) ; echo inner; sleep {marker}"
+    res = run_process(
+        [sys.executable, "-c", inner, escape],
+        cwd=tmp_path,
+        env={"PATH": os.environ["PATH"], "PYTHONPATH": str(Path(__file__).parent.parent)},
+        timeout=3,
+        stdout_path=tmp_path / "o",
+        stderr_path=tmp_path / "e",
+    )
+    assert res.timed_out, (tmp_path / "e").read_text()
+    assert _alive_with(marker) == []
+    assert _ksi_cgroups() <= before

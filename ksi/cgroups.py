@@ -1,0 +1,159 @@
+"""A cgroup (v2) per process tree: everything a process started, however it hid.
+
+A process can leave its process group and session (``setsid``, ``setpgid``),
+double-fork away from its parent and clear its environment (and with it the
+``KSI_PROC_TAG`` :mod:`ksi.proc` looks for), but it cannot leave its cgroup
+without write access to another one. So when KSI may create cgroups (root, or
+a delegated cgroup v2 subtree it can write), every process tree
+:func:`ksi.proc.run_process` starts gets a cgroup of its own, a child of KSI's
+own cgroup, entered by the child before it runs the program; killing the tree
+kills the whole cgroup (``cgroup.kill``, Linux 5.14+, else SIGKILL to every
+member until none is left), and the cgroup is removed afterwards.
+
+Where that is not possible (cgroup v1 only, a read-only or undelegated
+``/sys/fs/cgroup``, not Linux), :func:`create` returns None and KSI finds a
+tree by process group and tag as before.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import attrs
+
+#: How long :meth:`Cgroup.remove` waits for killed members to be gone.
+_EMPTY_WAIT_SEC = 5.0
+_STEP_SEC = 0.01
+
+_BASE: Path | None = None
+_BASE_KNOWN = False
+_BASE_LOCK = threading.Lock()
+
+
+@attrs.frozen
+class Cgroup:
+    """One process tree's cgroup directory (``/sys/fs/cgroup/.../ksi-<tag>``)."""
+
+    path: Path
+
+    def enter_fd(self) -> int:
+        """A descriptor on ``cgroup.procs``: a child writes ``0`` to it to join (see proc)."""
+        return os.open(self.path / "cgroup.procs", os.O_WRONLY | os.O_CLOEXEC)
+
+    def contains(self, pid: int) -> bool:
+        """True when ``pid`` is in this cgroup (or one below it)."""
+        return pid in self.pids()
+
+    def pids(self) -> list[int]:
+        """Every process in this cgroup and the cgroups below it (nested KSI runs)."""
+        found: list[int] = []
+        for directory in self._tree():
+            with contextlib.suppress(OSError, ValueError):
+                found += [int(p) for p in (directory / "cgroup.procs").read_text().split()]
+        return found
+
+    def populated(self) -> bool:
+        """False when no live process is left in the cgroup or below it (zombies do not count)."""
+        try:
+            events = (self.path / "cgroup.events").read_text().split()
+        except OSError:
+            return bool(self.pids())
+        return events[events.index("populated") + 1] != "0" if "populated" in events else True
+
+    def kill(self) -> None:
+        """SIGKILL every member: all at once (``cgroup.kill``), else each until none is left."""
+        try:
+            (self.path / "cgroup.kill").write_text("1")
+            return
+        except OSError:
+            pass  # before Linux 5.14: no cgroup.kill
+        for _ in range(200):  # a member may fork between one read and the next
+            pids = self.pids()
+            if not pids:
+                return
+            for pid in pids:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
+            time.sleep(_STEP_SEC)
+
+    def remove(self) -> bool:
+        """Kill what is left, wait until empty, remove the cgroup (children first)."""
+        if self.populated():
+            self.kill()
+            deadline = time.monotonic() + _EMPTY_WAIT_SEC
+            while self.populated() and time.monotonic() < deadline:
+                time.sleep(_STEP_SEC)
+        removed = True
+        for directory in reversed(self._tree()):
+            try:
+                directory.rmdir()
+            except FileNotFoundError:
+                pass
+            except OSError:
+                removed = False
+        return removed
+
+    def _tree(self) -> list[Path]:
+        """This cgroup and every cgroup below it, parents first."""
+        out = [self.path]
+        for root, dirs, _files in os.walk(self.path):
+            out += [Path(root) / d for d in sorted(dirs)]
+        return out
+
+
+def _own_cgroup() -> Path | None:
+    """KSI's own cgroup v2 directory, when cgroup v2 is mounted; None otherwise."""
+    mount = None
+    try:
+        with open("/proc/self/mountinfo", encoding="utf-8") as fh:
+            for line in fh:
+                left, _, right = line.partition(" - ")
+                if right.split(" ", 1)[0] == "cgroup2":
+                    mount = left.split()[4]
+                    break
+        with open("/proc/self/cgroup", encoding="utf-8") as fh:
+            own = next((ln[3:].strip() for ln in fh if ln.startswith("0::")), None)
+    except OSError:
+        return None
+    if mount is None or own is None or own.endswith("(deleted)"):
+        return None
+    path = Path(mount) / own.lstrip("/")
+    return path if path.is_dir() else None
+
+
+def create(name: str) -> Cgroup | None:
+    """A new cgroup ``name`` under KSI's own, or None when KSI cannot create one here.
+
+    The first failure is remembered: KSI then never tries again in this
+    process (the answer does not change while it runs).
+    """
+    global _BASE, _BASE_KNOWN
+    with _BASE_LOCK:
+        if not _BASE_KNOWN:
+            _BASE, _BASE_KNOWN = _own_cgroup(), True
+        base = _BASE
+    if base is None:
+        return None
+    path = base / name
+    try:
+        path.mkdir()
+        if not os.access(path / "cgroup.procs", os.W_OK):
+            path.rmdir()
+            raise PermissionError(f"cannot write {path / 'cgroup.procs'}")
+    except OSError:
+        with _BASE_LOCK:
+            _BASE = None
+        return None
+    return Cgroup(path)
+
+
+def give_up() -> None:
+    """Stop making cgroups in this process (a child could not join one)."""
+    global _BASE, _BASE_KNOWN
+    with _BASE_LOCK:
+        _BASE, _BASE_KNOWN = None, True
