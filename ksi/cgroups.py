@@ -18,7 +18,9 @@ tree by process group and tag as before.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
+import re
 import signal
 import threading
 import time
@@ -124,6 +126,44 @@ def _own_cgroup() -> Path | None:
         return None
     path = Path(mount) / own.lstrip("/")
     return path if path.is_dir() else None
+
+
+def name_for(tag: str, label: str | None = None) -> str:
+    """The cgroup name of the process tree ``tag``: ``ksi-<tag>``, or ``ksi-<label>-<tag>``.
+
+    The label (a run id) lets :func:`find` gather a killed run's leftovers.
+    """
+    return f"ksi-{_safe(label)}-{tag}" if label else f"ksi-{tag}"
+
+
+def _safe(label: str) -> str:
+    """``label`` when it is a plain word, else a digest of it (no ``-``, ``/``, dots...)."""
+    if re.fullmatch(r"[A-Za-z0-9_]{1,64}", label):
+        return label
+    return hashlib.sha256(label.encode()).hexdigest()[:16]
+
+
+def find(label: str) -> list[Cgroup]:
+    """Every cgroup KSI made for process trees labelled ``label``, wherever in the hierarchy.
+
+    A ``kill -9``'d KSI leaves its attempts' cgroups behind, with whatever was
+    still running in them; a resume may start from another cgroup (another
+    terminal's session), so the whole cgroup v2 hierarchy is searched.
+    """
+    own = _own_cgroup()
+    if own is None:
+        return []
+    root = own
+    while (root.parent / "cgroup.procs").exists() and root.parent != root:
+        root = root.parent
+    prefix = f"ksi-{_safe(label)}-"
+    found = []
+    for directory, dirs, _files in os.walk(root):
+        for name in list(dirs):
+            if name.startswith(prefix):
+                found.append(Cgroup(Path(directory) / name))
+                dirs.remove(name)  # removing it removes what is below
+    return found
 
 
 def create(name: str) -> Cgroup | None:

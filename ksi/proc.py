@@ -470,8 +470,12 @@ def run_process(
     log_cap_bytes: int = 10 * 1024 * 1024,
     tag: str | None = None,
     cancel: threading.Event | None = None,
+    cgroup_label: str | None = None,
 ) -> ProcResult:
     """Run ``argv`` in its own session; when it ends, times out or is cancelled, kill its tree.
+
+    ``cgroup_label`` (a run id) goes into the name of the tree's cgroup, so
+    that :func:`ksi.cgroups.find` finds it when KSI was killed before removing it.
 
     The tag is appended to any ``KSI_PROC_TAG`` KSI itself runs under, so a
     KSI run started by an agent (or an eval command) stays findable by the
@@ -486,7 +490,7 @@ def run_process(
         return ProcResult(None, 0.0, spawn_error="cancelled before start", cancelled=True)
     _become_subreaper()
     logs: list[IO[bytes] | None] = []
-    group = cgroups.create(f"ksi-{tag}")
+    group = cgroups.create(cgroups.name_for(tag, cgroup_label))
     try:
         logs.append(_open_log(stdout_path))
         logs.append(_open_log(stderr_path))

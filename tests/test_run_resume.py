@@ -420,3 +420,41 @@ def test_sighup_when_the_terminal_closes_kills_the_agents_and_the_run_resumes(
     assert resumed.returncode == 0, resumed.stderr
     assert sorted(r["task_id"] for r in journal_lines(run_dir)) == ["t0", "t1", "t2", "t3"]
     assert "solved: 4/4" in resumed.stdout
+
+
+def test_kill_9_leftovers_that_cleared_their_environment_are_ended_by_cleanup(
+    tmp_path: Path,
+) -> None:
+    """No tag to find them by: ``ksi cleanup`` finds them in their attempt's cgroup."""
+    from ksi import cgroups
+
+    probe = cgroups.create(f"ksi-probe-{uuid.uuid4().hex}")
+    if probe is None:
+        pytest.skip("KSI cannot create a cgroup v2 here (not root, not delegated, or no v2)")
+    probe.remove()
+    tasks = _tasks(tmp_path, 1)
+    run_dir = tmp_path / "run"
+    marker = f"1000.{uuid.uuid4().int % 10**9:09d}"  # a sleep duration: in the sleeper's argv
+    hide = f"import os; os.setpgid(0, 0); os.execve('/bin/sleep', ['sleep', '{marker}'], {{}})"
+    cmd = f'({sys.executable} -c "{hide}" &); sleep {marker}'
+    proc = _start_run(tasks, run_dir, cmd, "--timeout", "3000")
+    deadline = time.monotonic() + 30
+    while not (hidden := [p for p in pids_with_marker(marker) if not _environ(p)]):
+        assert time.monotonic() < deadline, "the hidden sleeper never started"
+        time.sleep(0.05)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    run_id = json.loads((run_dir / "run.json").read_text())["run_id"]
+    leftovers = cgroups.find(run_id)
+    assert len(leftovers) == 1 and hidden[0] in leftovers[0].pids(), "kill -9 leaves the cgroup"
+    cleaned = ksi_cli("cleanup", str(run_dir))
+    assert cleaned.returncode == 0, cleaned.stderr
+    assert wait_for_no_agents(marker) == []
+    assert cgroups.find(run_id) == [], "the leftover cgroup is removed"
+
+
+def _environ(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return b"?"

@@ -31,6 +31,7 @@ from typing import ClassVar
 
 import attrs
 
+from ksi import cgroups
 from ksi.errors import EnvironmentFailure
 from ksi.hookspecs import Register, hookimpl
 from ksi.interfaces import AttemptContext, ExecResult, Invocation
@@ -48,6 +49,8 @@ class LocalHandle:
     host_workspace: Path
     workspace_path: str
     base_env: Mapping[str, str]
+    #: The run the attempt belongs to: its processes' cgroups are named after it.
+    run_id: str | None = None
     _cancel: threading.Event = attrs.field(factory=threading.Event, init=False)
     _lock: threading.Condition = attrs.field(factory=threading.Condition, init=False)
     _running: set[str] = attrs.field(factory=set, init=False)
@@ -86,6 +89,7 @@ class LocalHandle:
                 log_cap_bytes=log_cap_bytes,
                 tag=tag,
                 cancel=self._cancel,
+                cgroup_label=self.run_id,
             )
         finally:
             with self._lock:
@@ -197,6 +201,7 @@ class LocalEnvironment:
             host_workspace=ctx.host_workspace,
             workspace_path=str(ctx.host_workspace),
             base_env=dict(ctx.base_env),
+            run_id=ctx.run_id,
         )
 
     def cleanup(self, run_id: str | None) -> int:
@@ -209,7 +214,11 @@ class LocalEnvironment:
         """
         if run_id is None:
             return 0
-        return kill_tree(None, run_id, tag_var="KSI_RUN_ID")
+        killed = kill_tree(None, run_id, tag_var="KSI_RUN_ID")
+        for group in cgroups.find(run_id):  # what hid from the tag, in its attempt's cgroup
+            killed += len(group.pids())
+            group.remove()
+        return killed
 
 
 @hookimpl(trylast=True)
