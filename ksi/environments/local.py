@@ -8,12 +8,15 @@ KSI can. What KSI does guarantee on ``local``:
   (:mod:`ksi.environments.envscrub`) plus what the agent adds;
 * stdout and stderr stream to log files, each capped in size;
 * when the process ends, times out or the handle is stopped, every process it
-  started is terminated, then killed: its process group, and every process
-  carrying its ``KSI_PROC_TAG`` (which catches ``setsid`` and double forks).
+  started is terminated, then killed: its cgroup's (where KSI can create
+  cgroups, see :mod:`ksi.cgroups`: nothing escapes it), its process group,
+  and every process carrying its ``KSI_PROC_TAG`` (which catches ``setsid``
+  and double forks).
 
-The limit: a process that both leaves the session and scrubs its own
-environment (``setsid env -i ...``) cannot be found and may outlive the
-attempt. Use ``sandbox`` or ``docker`` (a PID namespace) when that matters.
+The limit, without a cgroup: a process that both leaves the process group
+and scrubs its own environment (``setsid env -i ...``) cannot be found and
+may outlive the attempt (KSI does not wait for it). Use ``sandbox`` or
+``docker`` (a PID namespace) when that matters.
 
 The scrub does not keep secrets on ``local`` either: the agent runs as the
 same user as KSI, so it can read KSI's whole environment (every API key in
