@@ -71,9 +71,11 @@ class Cgroup:
         """SIGKILL every member: all at once (``cgroup.kill``), else each until none is left."""
         try:
             (self.path / "cgroup.kill").write_text("1")
-            return
-        except OSError:
-            pass  # before Linux 5.14: no cgroup.kill
+        except OSError:  # before Linux 5.14: no cgroup.kill
+            self.kill_each()
+
+    def kill_each(self) -> None:
+        """SIGKILL each member until none is left (where there is no ``cgroup.kill``)."""
         for _ in range(200):  # a member may fork between one read and the next
             pids = self.pids()
             if not pids:

@@ -481,3 +481,29 @@ def test_nested_run_cgroups_are_killed_and_removed_with_the_outer_one(tmp_path: 
     assert res.timed_out, (tmp_path / "e").read_text()
     assert _alive_with(marker) == []
     assert _ksi_cgroups() <= before
+
+
+def test_without_cgroup_kill_every_member_is_killed_one_by_one(tmp_path: Path) -> None:
+    """Linux before 5.14 has no ``cgroup.kill``: the fallback kills each member, forks included."""
+    _need_cgroups()
+    group = cgroups.create(f"ksi-test-{uuid.uuid4().hex}")
+    assert group is not None
+    marker = _marker()
+    fd = group.enter_fd()
+    try:
+        starter = subprocess.Popen(
+            ["/bin/sh", "-c", f"sleep {marker} & sleep {marker} & (sleep {marker} &); wait"],
+            preexec_fn=lambda: os.write(fd, b"0") and None,
+            start_new_session=True,
+        )
+    finally:
+        os.close(fd)
+    deadline = time.monotonic() + 10
+    while len(_alive_with(marker)) < 3:
+        assert time.monotonic() < deadline, "the sleepers never started"
+        time.sleep(0.02)
+    assert set(_alive_with(marker)) <= set(group.pids())
+    group.kill_each()
+    starter.wait(timeout=10)
+    assert _alive_with(marker) == []
+    assert group.remove() and not group.path.exists()
