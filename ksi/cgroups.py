@@ -18,7 +18,6 @@ tree by process group and tag as before.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import re
 import signal
@@ -142,6 +141,8 @@ def _safe(label: str) -> str:
     """``label`` when it is a plain word, else a digest of it (no ``-``, ``/``, dots...)."""
     if re.fullmatch(r"[A-Za-z0-9_]{1,64}", label):
         return label
+    import hashlib  # rarely needed: not imported with the CLI
+
     return hashlib.sha256(label.encode()).hexdigest()[:16]
 
 

@@ -24,8 +24,8 @@ from typing import Any
 
 import attrs
 
+from ksi.limits import MAX_TIMEOUT_SEC
 from ksi.models import Problem
-from ksi.proc import MAX_TIMEOUT_SEC
 from ksi.tasks.paths import MAX_PATH_BYTES, clean_relative_path, is_clean_text
 from ksi.tasks.workspace_rules import path_length_problem, workspace_dir_problem
 
