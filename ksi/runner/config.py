@@ -104,15 +104,14 @@ class RunConfig:
 def task_fingerprint(task: TaskSpec) -> str:
     """What identifies a task for resume: id, prompt and how it is graded.
 
-    Starting files are left out on purpose: reading them would force every
-    lazily materialized task onto disk just to compare.
+    Starting files are left out on purpose: comparing them would mean reading
+    (or writing) every task's files just to resume.
     """
-    meta = task.metadata
     ident = {
         "id": task.id,
         "prompt": task.prompt,
-        "eval_command": meta.get("eval_command", ""),
-        "eval_timeout_sec": meta.get("eval_timeout_sec"),
+        "eval_command": task.eval.command,
+        "eval_timeout_sec": task.eval.timeout_sec,
     }
     return hashlib.sha256(json.dumps(ident, sort_keys=True, default=str).encode()).hexdigest()[:16]
 

@@ -461,8 +461,8 @@ class Runner:
     def _agent_timeout(self, task: TaskSpec) -> float:
         if self.config.timeout_sec is not None:
             return self.config.timeout_sec
-        value = task.metadata.get("agent_timeout_sec")
-        return float(value) if isinstance(value, (int, float)) else DEFAULT_AGENT_TIMEOUT_SEC
+        value = task.runtime.agent_timeout_sec
+        return value if value is not None else DEFAULT_AGENT_TIMEOUT_SEC
 
     def _run_attempt(self, task: TaskSpec, attempt: int, try_number: int) -> AttemptRecord:
         from ksi.tasks.prompts import agent_prompt
@@ -520,7 +520,7 @@ class Runner:
             self._track(handle)
             ws_path = str(handle.workspace_path)
             # Tasks that work in the image's own directory (Harbor's /app) say so.
-            workdir = task.metadata.get("agent_workdir")
+            workdir = task.runtime.workdir
             ctx = AgentContext(
                 task=task,
                 prompt=prompt,
