@@ -631,7 +631,7 @@ def _grade(task: TaskSpec, repo: Path) -> float:
     """The spec's scoring contract, applied by hand (exit code, score.json override)."""
     (repo / "score.json").unlink(missing_ok=True)
     done = subprocess.run(
-        task.metadata["eval_command"], shell=True, cwd=repo, capture_output=True, timeout=120
+        task.eval.command, shell=True, cwd=repo, capture_output=True, timeout=120
     )
     score_file = repo / "score.json"
     if score_file.exists():
