@@ -166,11 +166,22 @@ def legacy_value(task: TaskSpec, key: str) -> tuple[bool, Any]:
     return True, getattr(getattr(task, part), field)
 
 
+def _same_solution(raw: Any, solution: Solution | None) -> bool:
+    if raw is None or solution is None:
+        return raw is None and solution is None
+    return isinstance(raw, Mapping) and (raw.get("files"), raw.get("command")) == (
+        solution.files,
+        solution.command,
+    )
+
+
 def mirrored_metadata(task: TaskSpec) -> dict[str, Any]:
     """``task.metadata`` with every legacy key it holds rewritten from the typed parts."""
     out: dict[str, Any] = {}
     for key, value in task.metadata.items():
-        if key in _KEYS:
+        if key == "solution" and _same_solution(value, task.solution):
+            pass  # the caller's own spelling of the same solution (e.g. "files": None)
+        elif key in _KEYS:
             present, value = legacy_value(task, key)
             if not present:
                 continue

@@ -489,10 +489,10 @@ ROUTES: dict[str, Callable[[dict[str, Any]], Any]] = {
     "getitem": lambda m: m["repo_path"],
     "get": lambda m: m.get("repo_path"),
     "items": lambda m: dict(m.items())["repo_path"],
-    "values": lambda m: [v for k, v in zip(m.keys(), m.values(), strict=True) if k == "repo_path"][
-        0
-    ],
-    "iteration": lambda m: [m[k] for k in m if k == "repo_path"][0],
+    "values": lambda m: next(
+        v for k, v in zip(m.keys(), m.values(), strict=True) if k == "repo_path"
+    ),
+    "iteration": lambda m: next(m[k] for k in m if k == "repo_path"),
     "copy": lambda m: m.copy()["repo_path"],
     "copy.copy": lambda m: copy.copy(m)["repo_path"],
     "deepcopy": lambda m: copy.deepcopy(m)["repo_path"],
@@ -630,9 +630,7 @@ def test_seed_with_a_missing_repo_path_is_a_user_error(tmp_path: Path) -> None:
 def _grade(task: TaskSpec, repo: Path) -> float:
     """The spec's scoring contract, applied by hand (exit code, score.json override)."""
     (repo / "score.json").unlink(missing_ok=True)
-    done = subprocess.run(
-        task.eval.command, shell=True, cwd=repo, capture_output=True, timeout=120
-    )
+    done = subprocess.run(task.eval.command, shell=True, cwd=repo, capture_output=True, timeout=120)
     score_file = repo / "score.json"
     if score_file.exists():
         return float(json.loads(score_file.read_text())["score"])
