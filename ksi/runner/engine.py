@@ -32,7 +32,7 @@ from ksi.interfaces import AgentContext, AgentOutcome, AttemptContext, ExecResul
 from ksi.models import EvalResult, TaskSpec
 from ksi.plugins import get_plugins
 from ksi.runner.capture import capture_repo, copy_tree, remove_tree
-from ksi.runner.components import component_name, resolve
+from ksi.runner.components import component_name, grades_on_host, resolve
 from ksi.runner.config import RunConfig, resume_mismatches, task_set_fingerprint
 from ksi.runner.diff import write_diff
 from ksi.runner.journal import Journal, latest_by_attempt, read_records, spending_records
@@ -159,7 +159,7 @@ class Runner:
             "evaluator", evaluator_spec, cfg.evaluator_options
         )
         self.executor, _ = resolve("executor", cfg.executor)
-        self.grades_in = getattr(self.evaluator, "grades_in", "host")
+        self.grades_in = "host" if grades_on_host(self.evaluator) else "environment"
         isolation = decide_eval_isolation(cfg.eval_isolation, self.environment, eval_in=cfg.eval_in)
         self.evaluator = configure_host_grading(
             self.evaluator, isolation=isolation, pass_env=cfg.eval_env
