@@ -68,10 +68,12 @@ class TaskSpec:
 
     def __attrs_post_init__(self) -> None:
         for name, cls in _PART_TYPES:
-            if not isinstance(getattr(self, name), cls):
+            value = getattr(self, name)
+            if not isinstance(value, cls):
+                article = "an" if cls.__name__[0] in "AEIOU" else "a"
                 raise InvalidTaskError(
-                    f"task {self.id!r}: {name} must be a {cls.__name__}, "
-                    f"got {type(getattr(self, name)).__name__}"
+                    f"task {self.id!r}: {name} must be {article} {cls.__name__} "
+                    f"(from ksi.task_parts), got {type(value).__name__}"
                 )
         if self.solution is not None and not isinstance(self.solution, Solution):
             raise InvalidTaskError(
