@@ -9,7 +9,7 @@ back. :data:`LEGACY_KEYS` is the one table of them. The rule, applied when a
 * a part left at its default is filled from the metadata keys that map to it;
 * afterwards every legacy key present in ``metadata`` is rewritten from the
   typed parts, so reading it never disagrees with what KSI uses
-  (``repo_path`` is dropped when the starting files are not a directory).
+  (``repo_path`` is dropped for inline starting files, ``""`` when there are none).
 
 Keys KSI does not know stay in ``metadata`` untouched: they belong to the
 plugin that set them.
@@ -71,7 +71,7 @@ def _text(value: Any) -> Any:
 
 
 def _path_text(value: Any) -> Any:
-    # The original accepted a path object; "" meant "no starting files".
+    # The original accepted a path object; "" meant "not set" (no starting files, no image).
     text = str(value) if value is not None and not isinstance(value, str) else value
     return text or None
 
@@ -84,6 +84,8 @@ _READ: dict[tuple[str, str], Callable[[Any], Any]] = {
     ("eval", "command"): lambda v: "" if v is None else str(v),
     ("eval", "timeout_sec"): lambda v: None if v in (None, "") else seconds("timeout_sec", v),
     ("starting_files", "directory"): _path_text,
+    ("runtime", "image"): _path_text,
+    ("runtime", "workdir"): _path_text,
     ("runtime", "dockerfile"): _path_text,
     ("runtime", "docker_context"): _path_text,
 }
@@ -162,7 +164,8 @@ def legacy_value(task: TaskSpec, key: str) -> tuple[bool, Any]:
     if part == "workspace_note":
         return True, task.workspace_note
     if part == "starting_files" and task.starting_files.directory is None:
-        return False, None
+        # "" was the original's "no starting files"; inline files have no directory.
+        return (True, "") if task.starting_files.kind == "empty" else (False, None)
     return True, getattr(getattr(task, part), field)
 
 
