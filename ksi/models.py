@@ -25,6 +25,7 @@ _PART_TYPES: tuple[tuple[str, type[Any]], ...] = (
     ("starting_files", StartingFiles),
     ("runtime", Runtime),
     ("origin", TaskOrigin),
+    ("solution", Solution),
 )
 
 
@@ -67,19 +68,14 @@ class TaskSpec:
     workspace_note: bool = attrs.field(default=True, kw_only=True)
 
     def __attrs_post_init__(self) -> None:
-        for name, cls in _PART_TYPES:
-            value = getattr(self, name)
-            if not isinstance(value, cls):
-                article = "an" if cls.__name__[0] in "AEIOU" else "a"
-                raise InvalidTaskError(
-                    f"task {self.id!r}: {name} must be {article} {cls.__name__} "
-                    f"(from ksi.task_parts), got {type(value).__name__}"
-                )
-        if self.solution is not None and not isinstance(self.solution, Solution):
-            raise InvalidTaskError(
-                f"task {self.id!r}: solution must be a Solution or None, "
-                f"got {type(self.solution).__name__}"
-            )
+        if not (
+            isinstance(self.eval, EvalSpec)
+            and isinstance(self.starting_files, StartingFiles)
+            and isinstance(self.runtime, Runtime)
+            and isinstance(self.origin, TaskOrigin)
+            and (self.solution is None or isinstance(self.solution, Solution))
+        ):
+            self._refuse_wrong_part_type()
         if not self.metadata:
             return
         if not has_legacy_keys(self.metadata):
@@ -87,6 +83,17 @@ class TaskSpec:
         for name, value in parts_from_metadata(self).items():
             object.__setattr__(self, name, value)
         object.__setattr__(self, "metadata", mirrored_metadata(self))
+
+    def _refuse_wrong_part_type(self) -> None:
+        for name, cls in _PART_TYPES:
+            value = getattr(self, name)
+            if not isinstance(value, cls) and not (name == "solution" and value is None):
+                article = "an" if cls.__name__[0] in "AEIOU" else "a"
+                raise InvalidTaskError(
+                    f"task {self.id!r}: {name} must be {article} {cls.__name__} "
+                    f"(from ksi.task_parts){' or None' if name == 'solution' else ''}, "
+                    f"got {type(value).__name__}"
+                )
 
 
 @attrs.frozen

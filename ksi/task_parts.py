@@ -269,6 +269,14 @@ class Solution:
     files: Mapping[str, str] | None = attrs.field(default=None, validator=_check_solution_files)
     command: str | None = attrs.field(default=None, validator=_check_solution_command)
 
+    @classmethod
+    def checked(cls, files: dict[str, str] | None, command: str | None) -> Solution:
+        """A solution a loader has already checked (skips the re-check, as ``checked_inline``)."""
+        inst = object.__new__(cls)
+        object.__setattr__(inst, "files", files)
+        object.__setattr__(inst, "command", command)
+        return inst
+
     def as_dict(self) -> dict[str, Any]:
         """The record's ``solution`` object, with only the keys that are set."""
         out: dict[str, Any] = {}
@@ -283,7 +291,19 @@ class Solution:
 class TaskOrigin:
     """Where a task came from: its source's name, file, and place in the file."""
 
-    source: str = attrs.field(default="", validator=_check_str)
-    file: str = attrs.field(default="", validator=_check_str)
+    source: str = ""
+    file: str = ""
     #: ``line 7`` (JSONL), ``record 3`` (JSON array), or "".
-    location: str = attrs.field(default="", validator=_check_str)
+    location: str = ""
+
+    def __attrs_post_init__(self) -> None:
+        # One check for the three (a loader builds one origin per task).
+        if not (
+            isinstance(self.source, str)
+            and isinstance(self.file, str)
+            and isinstance(self.location, str)
+        ):
+            bad = next(
+                n for n in ("source", "file", "location") if not isinstance(getattr(self, n), str)
+            )
+            raise FieldError(f"origin.{bad}", "a string", getattr(self, bad))

@@ -135,6 +135,7 @@ def test_runtime_keys_of_the_metadata_form_reach_the_container_settings() -> Non
         (lambda: Runtime(capabilities="all"), "capabilities must be 'none' or 'default'"),
         (lambda: Runtime(agent_timeout_sec=-1), "agent_timeout_sec must be a number of seconds"),
         (lambda: Solution(command=["make"]), "solution.command must be a shell command"),
+        (lambda: TaskOrigin(file=None), "origin.file must be a string, got None"),
         (
             lambda: TaskSpec(id="t", eval="true"),
             r"task 't': eval must be an EvalSpec \(from ksi.task_parts\), got str",

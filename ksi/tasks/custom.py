@@ -51,7 +51,7 @@ def _task_from_record(
         prompt=record.prompt,
         eval=spec,
         starting_files=files,
-        solution=None if raw is None else Solution(raw.get("files"), raw.get("command")),
+        solution=None if raw is None else Solution.checked(raw.get("files"), raw.get("command")),
         origin=TaskOrigin(CustomTaskSource.name, tasks_file, record.location),
     )
 
