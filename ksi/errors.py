@@ -43,6 +43,14 @@ class ProblemsError(UserInputError, ValueError):
         super().__init__("\n".join(lines))
 
 
+class InvalidTaskError(UserInputError, ValueError):
+    """A task (typed part or metadata key) holds a value KSI cannot use.
+
+    Raised when the :class:`ksi.models.TaskSpec` is built, so a bad value stops
+    a run before any attempt; also a ``ValueError``, as attrs validators raise.
+    """
+
+
 class TaskLoadError(ProblemsError):
     """A tasks file (or task directory) is invalid; nothing from it was loaded."""
 

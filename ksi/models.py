@@ -11,21 +11,89 @@ from typing import Any
 
 import attrs
 
+from ksi.errors import InvalidTaskError
+from ksi.task_metadata import has_legacy_keys, mirrored_metadata, parts_from_metadata
+from ksi.task_metadata import same_extras as _same_extras
+from ksi.task_parts import EvalSpec, Runtime, Solution, StartingFiles, TaskOrigin
+
+_NO_EVAL = EvalSpec()
+_NO_FILES = StartingFiles()
+_NO_RUNTIME = Runtime()
+_NO_ORIGIN = TaskOrigin()
+_PART_TYPES: tuple[tuple[str, type[Any]], ...] = (
+    ("eval", EvalSpec),
+    ("starting_files", StartingFiles),
+    ("runtime", Runtime),
+    ("origin", TaskOrigin),
+    ("solution", Solution),
+)
+
 
 @attrs.frozen
 class TaskSpec:
-    """One task: what the agent is asked to do, from which starting files.
+    """One task: what the agent is asked to do, from which starting files, graded how.
 
-    The positional fields and ``metadata`` keys are the original KSI's public
-    API (``id``, ``repo``, ``prompt``, ``metadata``). Keys every task source
-    should fill in ``metadata``: ``task_source``, ``repo_path`` (an existing
-    directory of starting files), ``eval_command`` and ``eval_timeout_sec``.
+    ``id``, ``repo``, ``prompt`` and ``metadata`` are the original KSI's
+    public API, in that order. The typed parts (keyword-only) are what KSI's
+    own modules read:
+
+    * ``eval``: :class:`~ksi.task_parts.EvalSpec` (command, timeout_sec);
+    * ``starting_files``: :class:`~ksi.task_parts.StartingFiles` (a directory,
+      or inline files written only by an explicit ``seed_into``/``materialize``);
+    * ``runtime``: :class:`~ksi.task_parts.Runtime` (image or Dockerfile,
+      cpus, memory, user, capabilities, network, workdir, agent timeout);
+    * ``solution``: :class:`~ksi.task_parts.Solution` for the ``oracle`` agent;
+    * ``origin``: :class:`~ksi.task_parts.TaskOrigin` (source name, file, location);
+    * ``workspace_note``: False for tasks that do not use ``repo/`` (the
+      agent's prompt then gets no note about it).
+
+    ``metadata`` holds what a plugin owns. The original's keys
+    (``task_source``, ``repo_path``, ``eval_command``, ``eval_timeout_sec`` and
+    the others in :data:`ksi.task_metadata.LEGACY_KEYS`) still work: they fill
+    any typed part left at its default; a typed part that is given wins, and
+    the keys present are rewritten to match it. Equality ignores those keys
+    (they only mirror the typed parts). A bad value raises
+    :class:`~ksi.errors.InvalidTaskError` here, when the task is built.
     """
 
     id: str
     repo: str = ""
     prompt: str = ""
-    metadata: dict[str, Any] = attrs.field(factory=dict)
+    metadata: dict[str, Any] = attrs.field(factory=dict, eq=attrs.cmp_using(eq=_same_extras))
+    eval: EvalSpec = attrs.field(default=_NO_EVAL, kw_only=True)
+    starting_files: StartingFiles = attrs.field(default=_NO_FILES, kw_only=True)
+    runtime: Runtime = attrs.field(default=_NO_RUNTIME, kw_only=True)
+    solution: Solution | None = attrs.field(default=None, kw_only=True)
+    origin: TaskOrigin = attrs.field(default=_NO_ORIGIN, kw_only=True)
+    workspace_note: bool = attrs.field(default=True, kw_only=True)
+
+    def __attrs_post_init__(self) -> None:
+        if not (
+            isinstance(self.eval, EvalSpec)
+            and isinstance(self.starting_files, StartingFiles)
+            and isinstance(self.runtime, Runtime)
+            and isinstance(self.origin, TaskOrigin)
+            and (self.solution is None or isinstance(self.solution, Solution))
+        ):
+            self._refuse_wrong_part_type()
+        if not self.metadata:
+            return
+        if not has_legacy_keys(self.metadata):
+            return
+        for name, value in parts_from_metadata(self).items():
+            object.__setattr__(self, name, value)
+        object.__setattr__(self, "metadata", mirrored_metadata(self))
+
+    def _refuse_wrong_part_type(self) -> None:
+        for name, cls in _PART_TYPES:
+            value = getattr(self, name)
+            if not isinstance(value, cls) and not (name == "solution" and value is None):
+                article = "an" if cls.__name__[0] in "AEIOU" else "a"
+                raise InvalidTaskError(
+                    f"task {self.id!r}: {name} must be {article} {cls.__name__} "
+                    f"(from ksi.task_parts){' or None' if name == 'solution' else ''}, "
+                    f"got {type(value).__name__}"
+                )
 
 
 @attrs.frozen

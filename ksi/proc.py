@@ -32,7 +32,6 @@ from typing import IO
 import attrs
 
 from ksi import cgroups
-from ksi.limits import MAX_TIMEOUT_SEC
 
 TAG_VAR = "KSI_PROC_TAG"
 #: Seconds between SIGTERM and SIGKILL.
@@ -46,29 +45,6 @@ _PIPE_SAFE_BYTES = 4096
 _MAX_POLL_STEP_SEC = 3600.0
 #: Once the tree is dead, how long the rest of its output is read before the pipes are closed.
 DRAIN_SEC = 2.0
-
-
-def timeout_problem(value: object, shown: object = None) -> str | None:
-    """Why ``value`` is not a usable timeout in seconds (None when it is).
-
-    The one rule for every place a timeout enters (tasks file, ``--timeout``,
-    evaluator options): a finite number > 0 and at most :data:`MAX_TIMEOUT_SEC`.
-    The message says ``got <shown>`` (``value`` unless given).
-    """
-    got = f"got {value if shown is None else shown!r}"
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return f"must be a number of seconds > 0, {got}"
-    try:
-        seconds = float(value)
-    except OverflowError:
-        seconds = float("inf")
-    if seconds != seconds or seconds <= 0:
-        return f"must be a number of seconds > 0, {got}"
-    if seconds > MAX_TIMEOUT_SEC:
-        return (
-            f"must be at most {MAX_TIMEOUT_SEC:g} seconds (7 days), {got}; give a shorter timeout"
-        )
-    return None
 
 
 @attrs.frozen

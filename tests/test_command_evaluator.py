@@ -334,8 +334,9 @@ def test_task_without_eval_command_key_is_unscored(work: Path) -> None:
 
 @pytest.mark.parametrize("bad", ["fast", 0, -5, True, float("nan")])
 def test_bad_task_timeout_is_a_user_error_naming_the_task(work: Path, bad: Any) -> None:
-    task = TaskSpec(id="slowpoke", metadata={"eval_command": "true", "eval_timeout_sec": bad})
+    # Refused when the task is built (before any grading), naming the task and the key.
     with pytest.raises(UserInputError, match=r"task 'slowpoke'.*eval_timeout_sec"):
+        task = TaskSpec(id="slowpoke", metadata={"eval_command": "true", "eval_timeout_sec": bad})
         CommandEvaluator().grade(task, work)
 
 
@@ -408,7 +409,7 @@ def test_evaluate_grades_the_given_workspace_in_place(work: Path) -> None:
         task=task, model_output="", runtime_meta={"host_workspace_repo_dir": str(work)}
     )
     assert set(out) >= COMPAT_KEYS
-    assert out["status"] == "scored" and out["native_score"] == 0.75
+    assert out["status"] == "evaluated" and out["native_score"] == 0.75
     assert out["resolved"] is False and out["exit_code"] == 0
     assert out["eval_workdir"] == str(work)
     assert (work / "out.txt").read_text() == "ran\n"
@@ -422,7 +423,7 @@ def test_evaluate_with_missing_workspace_is_unscored(tmp_path: Path) -> None:
         runtime_meta={"host_workspace_repo_dir": str(tmp_path / "gone")},
     )
     assert (out["status"], out["native_score"], out["resolved"]) == (
-        "missing_workspace",
+        "no_workspace",
         None,
         False,
     )
@@ -453,7 +454,7 @@ def test_evaluate_without_workspace_grades_a_fresh_copy_of_the_seed(seed: Path) 
         task=make_task(SEED_COMMAND, repo_path=seed), model_output="", runtime_meta={}
     )
     assert set(out) >= COMPAT_KEYS
-    assert (out["status"], out["native_score"], out["resolved"]) == ("scored", 1.0, True)
+    assert (out["status"], out["native_score"], out["resolved"]) == ("evaluated", 1.0, True)
     ran_in = Path(out["eval_workdir"])
     assert out["stdout_tail"].strip() == str(ran_in.resolve())
     assert ran_in.resolve() != seed.resolve() and seed.resolve() not in ran_in.resolve().parents
@@ -481,7 +482,7 @@ def test_evaluate_with_a_missing_seed_is_unscored(tmp_path: Path) -> None:
     out = CommandEvaluator().evaluate(
         task=make_task("true", repo_path=tmp_path / "no-such-seed"), model_output=""
     )
-    assert (out["status"], out["native_score"]) == ("missing_workspace", None)
+    assert (out["status"], out["native_score"]) == ("no_workspace", None)
     assert any("no-such-seed" in n for n in out["notes"])
 
 

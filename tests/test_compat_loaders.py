@@ -17,6 +17,7 @@ from ksi.tasks.loaders import (
     load_tasks_for_source,
     validate_tasks_for_source,
 )
+from ksi.tasks.prompts import REPO_NOTE
 from ksi.tasks.seed import seed_repo
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -44,7 +45,12 @@ def test_load_tasks_for_source_returns_taskspecs_with_the_documented_metadata(
     tasks = load_tasks_for_source(task_source="custom", tasks_path=str(tasks_file))
     assert all(isinstance(t, TaskSpec) for t in tasks)
     first, second = tasks
-    assert (first.id, first.repo, first.prompt) == ("with-eval", "", "Write hello.py")
+    # As the original's loader did, the prompt already ends with the note about repo/.
+    assert (first.id, first.repo, first.prompt) == (
+        "with-eval",
+        "",
+        "Write hello.py\n\n" + REPO_NOTE,
+    )
     for task in tasks:
         meta = task.metadata
         assert meta["task_source"] == "custom"

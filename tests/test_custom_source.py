@@ -19,7 +19,7 @@ import pytest
 
 from ksi.errors import KsiError, TaskLoadError, UserInputError
 from ksi.models import Problem, TaskSpec
-from ksi.tasks.custom import CustomTaskSource, TaskMetadata, write_files
+from ksi.tasks.custom import CustomTaskSource, load_custom_tasks, write_files
 from ksi.tasks.prompts import REPO_NOTE, agent_prompt
 from ksi.tasks.seed import describe_starting_files, seed_repo
 
@@ -33,6 +33,12 @@ def write_jsonl(path: Path, *records: Any) -> Path:
 
 
 def load(path: Path) -> list[TaskSpec]:
+    """The original KSI's entry point: starting files on disk, the original metadata keys."""
+    return load_custom_tasks(path)
+
+
+def load_typed(path: Path) -> list[TaskSpec]:
+    """What ``ksi run`` loads: typed parts, nothing written."""
     return CustomTaskSource().load(path)
 
 
@@ -198,8 +204,10 @@ def test_task_ids_must_be_unique(tmp_path: Path) -> None:
 
 
 def test_only_task_id_and_prompt_needed(tmp_path: Path) -> None:
-    (task,) = load(write_jsonl(tmp_path / "tasks.jsonl", MINIMAL))
-    assert task.prompt == "Do the thing."  # kept exactly as written
+    (typed,) = load_typed(write_jsonl(tmp_path / "tasks.jsonl", MINIMAL))
+    assert typed.prompt == "Do the thing."  # kept exactly as written
+    (task,) = load(tmp_path / "tasks.jsonl")
+    assert task.prompt == "Do the thing.\n\n" + REPO_NOTE  # the original loader's prompt
     assert task.metadata["eval_command"] == ""
     assert task.metadata["eval_timeout_sec"] == 300.0
     assert task.metadata["solution"] is None
@@ -452,34 +460,39 @@ def test_agent_prompt_appends_the_repo_note() -> None:
 
 
 def test_loaded_prompt_is_kept_as_written(tmp_path: Path) -> None:
-    (task,) = load(write_jsonl(tmp_path / "t.jsonl", {**MINIMAL, "prompt": "  Line 1\nLine 2 "}))
+    path = write_jsonl(tmp_path / "t.jsonl", {**MINIMAL, "prompt": "  Line 1\nLine 2 "})
+    (task,) = load_typed(path)
     assert task.prompt == "  Line 1\nLine 2 "
     assert agent_prompt(task) == "  Line 1\nLine 2\n\n" + REPO_NOTE
+    # The original KSI's loader returns the prompt with the note; it is never added twice.
+    (original,) = load(path)
+    assert original.prompt == "  Line 1\nLine 2\n\n" + REPO_NOTE
+    assert agent_prompt(original) == original.prompt
+    assert original.prompt.count(REPO_NOTE) == 1
 
 
-# -- lazy repo_path ---------------------------------------------------------------------------
+# -- starting files are written only when asked -------------------------------------------
 
 
-def _fresh(tmp_path: Path) -> tuple[TaskMetadata, Path]:
-    (task,) = load(
+def _inline_task(tmp_path: Path) -> TaskSpec:
+    (task,) = load_typed(
         write_jsonl(
             tmp_path / f"t{len(list(tmp_path.iterdir()))}.jsonl",
             {**MINIMAL, "files": {"a/b.py": "B"}},
         )
     )
-    metadata = task.metadata
-    assert isinstance(metadata, TaskMetadata)
-    repo = Path(dict.__getitem__(metadata, "repo_path"))
-    assert not metadata.materialized and not repo.exists()
-    return metadata, repo
+    assert task.starting_files.kind == "inline" and task.starting_files.directory is None
+    return task
 
 
 ROUTES: dict[str, Callable[[dict[str, Any]], Any]] = {
     "getitem": lambda m: m["repo_path"],
     "get": lambda m: m.get("repo_path"),
     "items": lambda m: dict(m.items())["repo_path"],
-    "values": lambda m: list(m.values()),
-    "iteration": lambda m: [m[k] for k in m],
+    "values": lambda m: next(
+        v for k, v in zip(m.keys(), m.values(), strict=True) if k == "repo_path"
+    ),
+    "iteration": lambda m: next(m[k] for k in m if k == "repo_path"),
     "copy": lambda m: m.copy()["repo_path"],
     "copy.copy": lambda m: copy.copy(m)["repo_path"],
     "deepcopy": lambda m: copy.deepcopy(m)["repo_path"],
@@ -494,31 +507,42 @@ ROUTES: dict[str, Callable[[dict[str, Any]], Any]] = {
 
 
 @pytest.mark.parametrize("route", list(ROUTES))
-def test_repo_path_materializes_on_every_read_route(tmp_path: Path, route: str) -> None:
-    metadata, repo = _fresh(tmp_path)
-    ROUTES[route](metadata)
-    assert metadata.materialized
+def test_original_loader_repo_path_is_a_directory_by_every_read_route(
+    tmp_path: Path, route: str
+) -> None:
+    (task,) = load(write_jsonl(tmp_path / "t.jsonl", {**MINIMAL, "files": {"a/b.py": "B"}}))
+    repo = Path(ROUTES[route](task.metadata))
     assert (repo / "a" / "b.py").read_text() == "B"
 
 
-def test_reading_other_keys_writes_nothing(tmp_path: Path) -> None:
-    metadata, repo = _fresh(tmp_path)
-    assert metadata["eval_command"] == ""
-    assert metadata.get("task_source") == "custom"
-    assert "repo_path" in metadata and len(metadata) == 7
-    assert not metadata.materialized and not repo.exists()
+def test_reading_a_typed_task_writes_nothing(tmp_path: Path) -> None:
+    task = _inline_task(tmp_path)
+    assert task.eval.command == "" and task.origin.source == "custom"
+    assert task.metadata == {}  # the custom source owns no extra keys
+    assert pickle.loads(pickle.dumps(task)) == task
+    assert task.starting_files.directory is None
+
+
+def test_materialize_writes_the_inline_files_once_into_a_new_directory(tmp_path: Path) -> None:
+    task = _inline_task(tmp_path)
+    done = task.starting_files.materialize()
+    assert done.kind == "directory" and done.directory is not None
+    assert (Path(done.directory) / "a" / "b.py").read_text() == "B"
+    assert done.materialize() is done  # a directory is already on disk
+    assert task.starting_files.directory is None  # the task itself is unchanged
 
 
 def test_replacing_repo_path_hands_the_starting_files_to_the_caller(tmp_path: Path) -> None:
-    metadata, repo = _fresh(tmp_path)
+    (task,) = load(write_jsonl(tmp_path / "t.jsonl", {**MINIMAL, "files": {"a/b.py": "B"}}))
     mine = tmp_path / "mine"
     (mine / "sub").mkdir(parents=True)
     (mine / "sub" / "own.txt").write_text("own")
+    metadata = dict(task.metadata)
     metadata["repo_path"] = str(mine)
     dest = tmp_path / "dest"
     seed_repo(TaskSpec(id="t1", metadata=metadata), dest)
     assert (dest / "sub" / "own.txt").read_text() == "own"
-    assert not (dest / "a").exists() and not repo.exists()
+    assert not (dest / "a").exists()
 
 
 def test_temporary_starting_files_are_removed_at_exit(tmp_path: Path) -> None:
@@ -538,11 +562,22 @@ def test_temporary_starting_files_are_removed_at_exit(tmp_path: Path) -> None:
 
 
 def test_seed_writes_inline_files_without_materializing(tmp_path: Path) -> None:
-    metadata, repo = _fresh(tmp_path)
+    path = write_jsonl(tmp_path / "t.jsonl", {**MINIMAL, "files": {"a/b.py": "B"}})
     dest = tmp_path / "attempt" / "repo"
-    seed_repo(TaskSpec(id="t1", metadata=metadata), dest)
+    # In a fresh process, so "no temporary directory of this process" can be checked.
+    script = (
+        "import glob, os, sys, tempfile\n"
+        "from pathlib import Path\n"
+        "from ksi.tasks.custom import CustomTaskSource\n"
+        "from ksi.tasks.seed import seed_repo\n"
+        f"(t,) = CustomTaskSource().load({str(path)!r})\n"
+        f"seed_repo(t, Path({str(dest)!r}))\n"
+        "pattern = os.path.join(tempfile.gettempdir(), f'ksi-tasks-{os.getpid()}-*')\n"
+        "print(len(glob.glob(pattern)))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
     assert (dest / "a" / "b.py").read_text() == "B"
-    assert not metadata.materialized and not repo.exists()
+    assert out.stdout.strip() == "0"
 
 
 def test_seed_copies_a_workspace_dir_keeping_symlinks(tmp_path: Path) -> None:
@@ -595,9 +630,7 @@ def test_seed_with_a_missing_repo_path_is_a_user_error(tmp_path: Path) -> None:
 def _grade(task: TaskSpec, repo: Path) -> float:
     """The spec's scoring contract, applied by hand (exit code, score.json override)."""
     (repo / "score.json").unlink(missing_ok=True)
-    done = subprocess.run(
-        task.metadata["eval_command"], shell=True, cwd=repo, capture_output=True, timeout=120
-    )
+    done = subprocess.run(task.eval.command, shell=True, cwd=repo, capture_output=True, timeout=120)
     score_file = repo / "score.json"
     if score_file.exists():
         return float(json.loads(score_file.read_text())["score"])
@@ -625,7 +658,7 @@ def test_example_fails_untouched_and_passes_with_its_solution(
 
 
 def test_examples_cover_both_kinds_of_starting_files_and_partial_credit(tmp_path: Path) -> None:
-    tasks = {t.id: t for t in load(EXAMPLES / "tasks.jsonl")}
+    tasks = {t.id: t for t in load_typed(EXAMPLES / "tasks.jsonl")}
     kinds = {describe_starting_files(t).endswith("(inline)") for t in tasks.values()}
     assert kinds == {True, False}
     roman = tasks["roman-numerals"]

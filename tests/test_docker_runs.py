@@ -127,8 +127,11 @@ def test_task_metadata_sets_the_containers_cpus_memory_and_user(tmp_path: Path) 
 
 
 def test_bad_task_resources_stop_the_run_before_any_attempt(tmp_path: Path) -> None:
-    task = TaskSpec(id="bad", prompt="p", metadata={"eval_command": "true", "memory_mb": "lots"})
+    # The bad value is refused when the task is built, so no run (and no attempt) starts.
     with pytest.raises(ksi.errors.UserInputError, match=r"task 'bad': metadata memory_mb"):
+        task = TaskSpec(
+            id="bad", prompt="p", metadata={"eval_command": "true", "memory_mb": "lots"}
+        )
         ksi.run(
             [task],
             agent="command",

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ksi.errors import KsiError, TaskLoadError
-from ksi.tasks.custom import CustomTaskSource
+from ksi.tasks.custom import CustomTaskSource, load_custom_tasks
 from ksi.tasks.seed import seed_repo
 
 json_scalars = (
@@ -67,7 +67,8 @@ def _check(path: Path) -> None:
     problems = source.validate(path)
     assert all(p.file == str(path) and p.message for p in problems)
     try:
-        tasks = source.load(path)
+        # The original's entry point: every task's starting files on disk at repo_path.
+        tasks = load_custom_tasks(path)
     except KsiError as exc:
         assert isinstance(exc, TaskLoadError) and isinstance(exc, ValueError)
         assert problems and exc.problems == problems
@@ -119,7 +120,7 @@ def test_accepted_inline_files_are_written_inside_repo(files: dict[str, str]) ->
         path = Path(tmp) / "tasks.jsonl"
         path.write_text(json.dumps({"task_id": "t", "prompt": "p", "files": files}))
         try:
-            (task,) = CustomTaskSource().load(path)
+            (task,) = load_custom_tasks(path)
         except TaskLoadError:
             return
         repo = Path(task.metadata["repo_path"]).resolve()
@@ -128,5 +129,12 @@ def test_accepted_inline_files_are_written_inside_repo(files: dict[str, str]) ->
         dest = Path(tmp) / "dest"
         seed_repo(task, dest)
         assert sorted(p.relative_to(dest) for p in dest.rglob("*") if p.is_file()) == sorted(
+            p.relative_to(repo) for p in written
+        )
+        # What ksi run seeds from (the inline files, never written at load) is the same.
+        (typed,) = CustomTaskSource().load(path)
+        direct = Path(tmp) / "direct"
+        seed_repo(typed, direct)
+        assert sorted(p.relative_to(direct) for p in direct.rglob("*") if p.is_file()) == sorted(
             p.relative_to(repo) for p in written
         )

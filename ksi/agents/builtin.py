@@ -128,47 +128,26 @@ class CommandAgent:
         return outcome_from_exit(result)
 
 
-def _solution(task: TaskSpec) -> tuple[dict[str, Any] | None, str | None]:
-    raw = task.metadata.get("solution")
-    if not isinstance(raw, Mapping):
+def _solution(task: TaskSpec) -> tuple[Mapping[str, str] | None, str | None]:
+    if task.solution is None:
         return None, None
-    files = raw.get("files")
-    command = raw.get("command")
-    return (dict(files) if isinstance(files, Mapping) else None), (
-        command if isinstance(command, str) else None
-    )
+    return task.solution.files, task.solution.command
 
 
 def _solution_problems(task: TaskSpec) -> list[str]:
-    raw = task.metadata.get("solution")
-    if raw is None:
+    if task.solution is None:
         return [
             f"task {task.id!r} has no `solution`; oracle cannot attempt it — add a solution "
             "{files|command} to its record"
         ]
-    if not isinstance(raw, Mapping):
-        return [
-            f"task {task.id!r}: `solution` must be an object with `files` and/or `command`, "
-            f"got {type(raw).__name__}"
-        ]
     problems = []
-    files, command = raw.get("files"), raw.get("command")
-    if files is not None and not isinstance(files, Mapping):
-        problems.append(
-            f"task {task.id!r}: solution.files must map relative paths to file contents"
-        )
-    if command is not None and not (isinstance(command, str) and command.strip()):
+    files, command = task.solution.files, task.solution.command
+    if command is not None and not command.strip():
         problems.append(f"task {task.id!r}: solution.command must be a non-empty string")
-    if isinstance(files, Mapping):
-        for rel, content in files.items():
-            why = clean_relative_path(rel)[1] if isinstance(rel, str) else "is not a string"
-            if why:
-                problems.append(f"task {task.id!r}: solution.files[{rel!r}]: {why}")
-            if not isinstance(content, str):
-                problems.append(
-                    f"task {task.id!r}: solution.files[{rel!r}] must be a string, "
-                    f"got {type(content).__name__}"
-                )
+    for rel in files or {}:
+        why = clean_relative_path(rel)[1]
+        if why:
+            problems.append(f"task {task.id!r}: solution.files[{rel!r}]: {why}")
     if not problems and not files and not command:
         problems.append(
             f"task {task.id!r} has an empty `solution`; oracle cannot attempt it — give it "

@@ -23,7 +23,8 @@ import typer
 from ksi.cli.common import echo_json, stop_signals_as_interrupt
 from ksi.errors import UserInputError
 from ksi.models import EvalResult, TaskSpec
-from ksi.options import create_component, parse_key_values
+from ksi.options import parse_key_values
+from ksi.runner.components import component_name, resolve_host_evaluator
 from ksi.runner.safety import configure_host_grading, decide_eval_isolation
 from ksi.text import printable
 
@@ -60,7 +61,6 @@ def grade_workspace(
     can fix: a missing path, an unknown task id, source or evaluator, bad
     options.
     """
-    from ksi.plugins import registry
     from ksi.tasks.loaders import get_task_source
 
     if not workspace.is_dir():
@@ -75,18 +75,17 @@ def grade_workspace(
         raise UserInputError(
             f"task source {task_source!r} names no default evaluator; pass --evaluator NAME"
         )
-    reg = registry("evaluator").get(evaluator_name)
     options = parse_key_values(evaluator_options, "--evaluator-option")
-    grader = create_component(reg.obj, options, kind="evaluator", option_flag="--evaluator-option")
+    grader, _ = resolve_host_evaluator(
+        evaluator_name,
+        options,
+        refusal="grades inside an attempt's environment; ksi grade can only run evaluators "
+        "that grade on the host (use `ksi run` instead)",
+    )
     # No agent ran here: ``auto`` grades the author's own directory without isolation.
     isolation = decide_eval_isolation(eval_isolation, None)
     isolation = "none" if eval_isolation == "auto" else isolation
     grader = configure_host_grading(grader, isolation=isolation, pass_env=eval_env)
-    if getattr(grader, "grades_in", "host") != "host":
-        raise UserInputError(
-            f"evaluator {reg.name!r} grades inside an attempt's environment; ksi grade can "
-            "only run evaluators that grade on the host (use `ksi run` instead)"
-        )
     if log_dir is not None:
         try:
             log_dir.mkdir(parents=True, exist_ok=True)
@@ -108,7 +107,9 @@ def grade_workspace(
             shutil.rmtree(tmp, ignore_errors=True)
     details = {**result.details, "graded_copy_of": str(workspace.absolute())}
     details["eval_workdir_removed"] = not keep_copy
-    return GradeOutcome(task, reg.name, workspace, attrs.evolve(result, details=details), keep_copy)
+    return GradeOutcome(
+        task, component_name(grader), workspace, attrs.evolve(result, details=details), keep_copy
+    )
 
 
 def _find_task(tasks: Sequence[TaskSpec], task_id: str, tasks_path: Path) -> TaskSpec:

@@ -48,15 +48,14 @@ def validate(path: PathArg, task_source: SourceOpt = DEFAULT_TASK_SOURCE) -> Non
 
 
 def _row(task: TaskSpec) -> dict[str, Any]:
-    metadata = task.metadata
-    solution = metadata.get("solution") if metadata else None
+    solution = task.solution
     return {
         "task_id": task.id,
         "starting_files": describe_starting_files(task),
-        "eval_command": (metadata.get("eval_command") if metadata else "") or "",
-        "eval_timeout_sec": metadata.get("eval_timeout_sec") if metadata else None,
-        "has_solution": bool(solution),
-        "source_location": metadata.get("source_location") if metadata else None,
+        "eval_command": task.eval.command,
+        "eval_timeout_sec": task.eval.timeout_sec,
+        "has_solution": solution is not None and bool(solution.as_dict()),
+        "source_location": task.origin.location or None,
     }
 
 

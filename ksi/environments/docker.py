@@ -49,6 +49,7 @@ from ksi.hookspecs import hookimpl
 from ksi.interfaces import AttemptContext, ExecResult, Invocation
 from ksi.models import TaskSpec
 from ksi.proc import TAG_VAR, new_tag, read_tail, run_process
+from ksi.task_parts import CAPABILITY_SETS
 
 if TYPE_CHECKING:
     # Imported where used: http.client alone costs more than the rest of `ksi run --help`.
@@ -186,24 +187,15 @@ def hardening_args(
     return args
 
 
-CAPABILITY_SETS = ("none", "default")
-
-
 @attrs.frozen
 class ContainerSettings:
-    """The resources and identity of one task's containers: run options, task metadata wins."""
+    """The resources and identity of one task's containers: run options, task runtime wins."""
 
     cpus: float | None
     memory: str | None
     user: str
     capabilities: str
-
-
-def _metadata_problem(task: TaskSpec, key: str, value: Any, want: str) -> UserInputError:
-    return UserInputError(
-        f"task {task.id!r}: metadata {key} must be {want}, got {value!r}; fix the task "
-        f"(or leave {key} out to use the run's option)"
-    )
+    network: str = "bridge"
 
 
 def container_settings(
@@ -213,38 +205,30 @@ def container_settings(
     memory: str | None,
     user: str,
     capabilities: str,
+    network: str = "bridge",
 ) -> ContainerSettings:
-    """The settings for ``task``: its ``cpus``, ``memory_mb``, ``docker_user`` and
-    ``docker_capabilities`` metadata override the run's options when present (not None).
+    """The settings for ``task``: the ``cpus``, ``memory_mb``, ``user``, ``capabilities``
+    and ``network`` of its :class:`~ksi.task_parts.Runtime` override the run's options
+    when set (not None).
 
     Task sources set these for tasks that need them (Harbor's ``[environment]``
     resources; its tasks run as the image's user), so such a run needs no
-    extra options. A bad value is the task's fault and says which key to fix.
+    extra options. The values were checked when the task was built; only the
+    network name, which is docker's business, is checked here.
     """
-    meta = task.metadata
-    raw = meta.get("cpus")
-    if raw is not None:
-        if isinstance(raw, bool) or not isinstance(raw, int | float) or not raw > 0:
-            raise _metadata_problem(task, "cpus", raw, "a number of CPUs > 0 (e.g. 2 or 0.5)")
-        cpus = float(raw)
-    raw = meta.get("memory_mb")
-    if raw is not None:
-        if isinstance(raw, bool) or not isinstance(raw, int | float) or not raw >= 4:
-            raise _metadata_problem(task, "memory_mb", raw, "a number of MiB >= 4 (e.g. 2048)")
-        memory = f"{int(raw)}m"
-    raw = meta.get("docker_user")
-    if raw is not None:
-        if not isinstance(raw, str) or not raw.strip():
-            raise _metadata_problem(
-                task, "docker_user", raw, "host, image, or UID[:GID] / a user name in the image"
-            )
-        user = raw.strip()
-    raw = meta.get("docker_capabilities")
-    if raw is not None:
-        if raw not in CAPABILITY_SETS:
-            raise _metadata_problem(task, "docker_capabilities", raw, "'none' or 'default'")
-        capabilities = str(raw)
-    return ContainerSettings(cpus=cpus, memory=memory, user=user, capabilities=capabilities)
+    rt = task.runtime
+    if rt.network is not None:
+        try:
+            _check_network(None, None, rt.network)
+        except ValueError as exc:
+            raise UserInputError(f"task {task.id!r}: runtime.network: {exc}") from None
+    return ContainerSettings(
+        cpus=rt.cpus if rt.cpus is not None else cpus,
+        memory=f"{rt.memory_mb}m" if rt.memory_mb is not None else memory,
+        user=rt.user if rt.user is not None else user,
+        capabilities=rt.capabilities if rt.capabilities is not None else capabilities,
+        network=rt.network if rt.network is not None else network,
+    )
 
 
 def _bind(host: Path, target: str) -> list[str]:
@@ -602,17 +586,17 @@ class DockerEnvironment:
             self.settings_for(task)
         binary = self._resolve()
         check_daemon(binary)
-        missing = [t.id for t in tasks if task_image_source(t.metadata, self.image)[0] == "none"]
+        missing = [t.id for t in tasks if task_image_source(t.runtime, self.image)[0] == "none"]
         if missing:
             raise UserInputError(
                 f"docker environment: no image for task {', '.join(repr(t) for t in missing[:5])}"
                 f"{' and others' if len(missing) > 5 else ''}; pass --image IMAGE (or "
-                "image=IMAGE as an environment option), or set docker_image / dockerfile in "
-                "the task's metadata"
+                "image=IMAGE as an environment option), or set the task's runtime image / "
+                "dockerfile"
             )
         by_source: dict[tuple[str, str, str], list[str]] = {}
         for task in tasks:
-            kind, ref, context = task_image_source(task.metadata, self.image)
+            kind, ref, context = task_image_source(task.runtime, self.image)
             by_source.setdefault((kind, str(ref), str(context or "")), []).append(task.id)
         for (kind, source, context_dir), task_ids in by_source.items():
             if kind == "image":
@@ -634,13 +618,14 @@ class DockerEnvironment:
         return found
 
     def settings_for(self, task: TaskSpec) -> ContainerSettings:
-        """The run's options with the task's ``cpus``/``memory_mb``/``docker_user``/... applied."""
+        """The run's options with the task's runtime ``cpus``/``memory_mb``/``user``/... applied."""
         return container_settings(
             task,
             cpus=self.cpus,
             memory=self.memory,
             user=self.user,
             capabilities=self.capabilities,
+            network=self.network,
         )
 
     def start(self, ctx: AttemptContext) -> DockerHandle:
@@ -687,7 +672,7 @@ class DockerEnvironment:
             argv += ["--label", f"{key}={value}"]
         argv += hardening_args(
             pids_limit=self.pids_limit,
-            network=self.network,
+            network=settings.network,
             cpus=settings.cpus,
             memory=settings.memory,
             init=self.init,
@@ -719,7 +704,7 @@ class DockerEnvironment:
         host: dict[str, Any] = {
             "SecurityOpt": ["no-new-privileges"],
             "PidsLimit": self.pids_limit,
-            "NetworkMode": self.network,
+            "NetworkMode": settings.network,
             "Init": self.init,
             "Mounts": [{"Type": "bind", "Source": str(host_ws), "Target": self.workspace_mount}],
         }

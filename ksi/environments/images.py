@@ -12,11 +12,13 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-from collections.abc import Mapping, Sequence
+import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 from ksi.errors import EnvironmentFailure
 from ksi.proc import read_tail
+from ksi.task_parts import Runtime
 
 #: Repository name of images KSI builds from task Dockerfiles.
 TASK_IMAGE_REPO = "ksi-task"
@@ -133,7 +135,8 @@ def build_task_image(
         raise EnvironmentFailure(
             f"docker environment: dockerfile {str(dockerfile)!r} (task "
             f"{', '.join(repr(t) for t in used_by[:5])}) does not exist; fix the task's "
-            "`dockerfile` metadata (an absolute path, or relative to the current directory)"
+            "runtime.dockerfile (metadata `dockerfile`; an absolute path, or relative to the "
+            "current directory)"
         )
     if not context.is_dir():
         raise EnvironmentFailure(
@@ -143,7 +146,6 @@ def build_task_image(
     tag = f"{TASK_IMAGE_REPO}:{context_hash(dockerfile, context)}"
     if image_exists(binary, tag):
         return tag
-    import tempfile
 
     with tempfile.NamedTemporaryFile(prefix="ksi-build-", suffix=".log", delete=False) as log:
         log_path = Path(log.name)
@@ -165,25 +167,20 @@ def build_task_image(
     return tag
 
 
-def task_image_source(
-    metadata: Mapping[str, object], default_image: str
-) -> tuple[str, str | Path, Path | None]:
+def task_image_source(runtime: Runtime, default_image: str) -> tuple[str, str | Path, Path | None]:
     """What a task runs in: ``("image", ref, None)`` or ``("dockerfile", path, context)``.
 
-    A task's own ``docker_image`` wins, then its ``dockerfile`` (built with
-    ``docker_context``, default: the Dockerfile's directory), then the run's
-    ``image``. ``("none", "", None)`` when none is set.
+    The task's own ``runtime.image`` wins, then its ``runtime.dockerfile`` (built
+    with ``runtime.docker_context``, default: the Dockerfile's directory), then
+    the run's ``image``. ``("none", "", None)`` when none is set.
     """
-    image = metadata.get("docker_image")
-    if isinstance(image, str) and image.strip():
-        return ("image", image.strip(), None)
-    dockerfile = metadata.get("dockerfile")
-    if isinstance(dockerfile, str | os.PathLike) and str(dockerfile).strip():
-        path = Path(dockerfile).expanduser().absolute()
-        ctx = metadata.get("docker_context")
+    if runtime.image is not None:
+        return ("image", runtime.image.strip(), None)
+    if runtime.dockerfile is not None:
+        path = Path(runtime.dockerfile).expanduser().absolute()
         context = (
-            Path(ctx).expanduser().absolute()
-            if isinstance(ctx, str | os.PathLike) and str(ctx).strip()
+            Path(runtime.docker_context).expanduser().absolute()
+            if runtime.docker_context is not None
             else path.parent
         )
         return ("dockerfile", path, context)

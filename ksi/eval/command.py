@@ -1,6 +1,6 @@
 """The built-in ``command`` evaluator: a task's eval command decides the score.
 
-It runs the task's ``eval_command`` with a shell, on the host, in the
+It runs the task's eval command (``task.eval.command``) with a shell, on the host, in the
 directory it is given (a copy of the attempt's ``repo/``), and scores it by
 the contract in :mod:`ksi.eval.scoring`. An attempt that cannot be judged
 (timeout, no workspace, a shell that cannot start, no eval command) is
@@ -24,7 +24,6 @@ and a timeout or a shell that cannot start is unscored.
 
 from __future__ import annotations
 
-import math
 import posixpath
 import shutil
 import tempfile
@@ -34,7 +33,6 @@ from typing import Any, ClassVar, Literal, Protocol
 
 import attrs
 
-from ksi.errors import UserInputError
 from ksi.eval.host_safety import (
     ISOLATIONS,
     check_pass_env,
@@ -43,6 +41,7 @@ from ksi.eval.host_safety import (
     require_isolation,
 )
 from ksi.eval.scoring import (
+    ORIGINAL_STATUS_WORDS,
     STATUS_MISSING_WORKSPACE,
     STATUS_NO_EVAL,
     STATUS_SCORED,
@@ -54,11 +53,10 @@ from ksi.eval.scoring import (
 )
 from ksi.hookspecs import Register, hookimpl
 from ksi.interfaces import EnvironmentHandle, Invocation
+from ksi.limits import timeout_problem
 from ksi.models import EvalResult, TaskSpec
-from ksi.proc import read_tail, run_process, timeout_problem
+from ksi.proc import read_tail, run_process
 
-#: Seconds an eval command may run when the task does not say.
-DEFAULT_TIMEOUT_SEC = 300.0
 #: Status of an attempt that could not be graded for a reason on KSI's side
 #: (the starting files could not be copied, a stale score.json could not be deleted).
 STATUS_EVAL_ERROR = "eval_error"
@@ -95,7 +93,7 @@ class CommandEvaluator:
     Options (``--evaluator-option KEY=VALUE``):
 
     * ``shell``: the shell that runs the command as ``<shell> -c <command>``.
-    * ``timeout_sec``: overrides every task's ``eval_timeout_sec``.
+    * ``timeout_sec``: overrides every task's ``eval.timeout_sec``.
     * ``tail_bytes``: how much of the end of stdout and stderr the result keeps.
     * ``log_cap_bytes``: the most of each stream written to the eval logs.
     * ``keep_workdir``: for :meth:`evaluate` only; keep the fresh copy of the
@@ -171,7 +169,7 @@ class CommandEvaluator:
         With ``log_dir``, the full (capped) stdout and stderr are kept there
         as ``eval.stdout.log`` and ``eval.stderr.log``.
         """
-        command = str(task.metadata.get("eval_command") or "").strip()
+        command = task.eval.command.strip()
         workdir = Path(workdir).absolute()
         base: dict[str, Any] = {"eval_workdir": str(workdir)}
         if not command:
@@ -241,9 +239,13 @@ class CommandEvaluator:
     ) -> dict[str, Any]:
         """Grade a task the way the original KSI did; return :meth:`EvalResult.as_dict`.
 
+        ``status`` is the original's word (:data:`ORIGINAL_STATUS_WORDS`:
+        ``evaluated``, ``eval_timeout``, ``eval_spawn_failed``, ``no_workspace``,
+        ``no_eval_command``); :meth:`grade` and KSI's records keep KSI's own.
+
         With ``runtime_meta["host_workspace_repo_dir"]`` that directory is
         graded in place. Without it, a fresh copy of the task's starting files
-        (``metadata["repo_path"]``) is made in a temporary directory and
+        (``task.starting_files``) is made in a temporary directory and
         graded there, so the seed is never touched; the copy is removed
         afterwards unless ``keep_workdir`` is set. ``eval_workdir`` always says
         where the command ran (``details["eval_workdir_removed"]`` tells
@@ -252,7 +254,7 @@ class CommandEvaluator:
         del model_output
         given = (runtime_meta or {}).get("host_workspace_repo_dir")
         if given:
-            return self.grade(task, Path(str(given))).as_dict()
+            return _original_dict(self.grade(task, Path(str(given))))
         tmp = Path(tempfile.mkdtemp(prefix=f"ksi-eval-{_safe(task.id)}-"))
         workdir = tmp / "repo"
         try:
@@ -265,7 +267,7 @@ class CommandEvaluator:
                     eval_workdir=str(workdir),
                     notes=(
                         f"could not copy the starting files of task {task.id!r} "
-                        f"(metadata repo_path={task.metadata.get('repo_path')!r}): "
+                        f"({task.starting_files.describe()}): "
                         f"{type(exc).__name__}: {exc}",
                     ),
                 )
@@ -274,7 +276,7 @@ class CommandEvaluator:
         finally:
             if not self.keep_workdir:
                 shutil.rmtree(tmp, ignore_errors=True)
-        data = result.as_dict()
+        data = _original_dict(result)
         data["details"]["eval_workdir_removed"] = not self.keep_workdir
         return data
 
@@ -282,20 +284,7 @@ class CommandEvaluator:
     def _timeout_for(self, task: TaskSpec) -> float:
         if self.timeout_sec is not None:
             return float(self.timeout_sec)
-        raw = task.metadata.get("eval_timeout_sec")
-        if raw is None or raw == "":
-            return DEFAULT_TIMEOUT_SEC
-        try:
-            value = math.nan if isinstance(raw, bool) else float(raw)
-        except (TypeError, ValueError, OverflowError):
-            value = math.nan
-        problem = timeout_problem(value, shown=raw)
-        if problem:
-            raise UserInputError(
-                f"task {task.id!r}: metadata eval_timeout_sec {problem}; fix the task or pass "
-                "--evaluator-option timeout_sec=SECONDS"
-            )
-        return value
+        return task.eval.timeout_sec
 
     def _run(
         self,
@@ -402,6 +391,13 @@ class _Ran(Protocol):
     def output_truncated(self) -> bool: ...
     @property
     def stragglers_killed(self) -> int: ...
+
+
+def _original_dict(result: EvalResult) -> dict[str, Any]:
+    """The original KSI's result dict: KSI's statuses become the original's words."""
+    data = result.as_dict()
+    data["status"] = ORIGINAL_STATUS_WORDS.get(result.status, result.status)
+    return data
 
 
 def _relative_in(path: Path, root: Path) -> str | None:

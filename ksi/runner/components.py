@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ksi.errors import UserInputError
 from ksi.options import create_component
 from ksi.plugins import registry
 
@@ -27,6 +28,29 @@ def resolve(kind: str, spec: Any, options: Mapping[str, Any] | None = None) -> t
         return create_component(reg.obj, options, kind=kind, option_flag=flag), reg.plugin
     # A class is built with the options; a ready instance refuses them (never ignores them).
     return create_component(spec, options, kind=kind, option_flag=flag), "(python object)"
+
+
+def grades_on_host(evaluator: Any) -> bool:
+    """Whether ``evaluator`` grades a directory on the host (``grades_in == "host"``).
+
+    The other kind grades inside the attempt's environment, through its exec
+    handle, so it can only run while a run has that environment up.
+    """
+    return getattr(evaluator, "grades_in", "host") == "host"
+
+
+def resolve_host_evaluator(
+    spec: Any, options: Mapping[str, Any] | None, *, refusal: str
+) -> tuple[Any, str]:
+    """Resolve an evaluator that must grade on the host (``ksi grade``, regrade).
+
+    One that grades inside an environment is refused with a
+    :class:`~ksi.errors.UserInputError`: ``evaluator 'NAME' <refusal>``.
+    """
+    grader, plugin = resolve("evaluator", spec, options)
+    if not grades_on_host(grader):
+        raise UserInputError(f"evaluator {component_name(grader)!r} {refusal}")
+    return grader, plugin
 
 
 def component_name(obj: Any) -> str:

@@ -16,8 +16,8 @@ from typing import Any
 
 import attrs
 
+from ksi.limits import timeout_problem
 from ksi.models import TaskSpec
-from ksi.proc import timeout_problem
 
 #: Options that define the experiment; a resume must not change them.
 KEY_OPTIONS = (
@@ -107,15 +107,14 @@ class RunConfig:
 def task_fingerprint(task: TaskSpec) -> str:
     """What identifies a task for resume: id, prompt and how it is graded.
 
-    Starting files are left out on purpose: reading them would force every
-    lazily materialized task onto disk just to compare.
+    Starting files are left out on purpose: comparing them would mean reading
+    (or writing) every task's files just to resume.
     """
-    meta = task.metadata
     ident = {
         "id": task.id,
         "prompt": task.prompt,
-        "eval_command": meta.get("eval_command", ""),
-        "eval_timeout_sec": meta.get("eval_timeout_sec"),
+        "eval_command": task.eval.command,
+        "eval_timeout_sec": task.eval.timeout_sec,
     }
     return hashlib.sha256(json.dumps(ident, sort_keys=True, default=str).encode()).hexdigest()[:16]
 

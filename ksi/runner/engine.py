@@ -32,7 +32,7 @@ from ksi.interfaces import AgentContext, AgentOutcome, AttemptContext, ExecResul
 from ksi.models import EvalResult, TaskSpec
 from ksi.plugins import get_plugins
 from ksi.runner.capture import capture_repo, copy_tree, remove_tree
-from ksi.runner.components import component_name, resolve
+from ksi.runner.components import component_name, grades_on_host, resolve
 from ksi.runner.config import RunConfig, resume_mismatches, task_set_fingerprint
 from ksi.runner.diff import write_diff
 from ksi.runner.diskfull import (
@@ -182,7 +182,7 @@ class Runner:
             "evaluator", evaluator_spec, cfg.evaluator_options
         )
         self.executor, _ = resolve("executor", cfg.executor)
-        self.grades_in = getattr(self.evaluator, "grades_in", "host")
+        self.grades_in = "host" if grades_on_host(self.evaluator) else "environment"
         isolation = decide_eval_isolation(cfg.eval_isolation, self.environment, eval_in=cfg.eval_in)
         self.evaluator = configure_host_grading(
             self.evaluator, isolation=isolation, pass_env=cfg.eval_env
@@ -515,8 +515,8 @@ class Runner:
     def _agent_timeout(self, task: TaskSpec) -> float:
         if self.config.timeout_sec is not None:
             return self.config.timeout_sec
-        value = task.metadata.get("agent_timeout_sec")
-        return float(value) if isinstance(value, (int, float)) else DEFAULT_AGENT_TIMEOUT_SEC
+        value = task.runtime.agent_timeout_sec
+        return value if value is not None else DEFAULT_AGENT_TIMEOUT_SEC
 
     def _run_attempt(self, task: TaskSpec, attempt: int, try_number: int) -> AttemptRecord:
         from ksi.tasks.prompts import agent_prompt
@@ -574,7 +574,7 @@ class Runner:
             self._track(handle)
             ws_path = str(handle.workspace_path)
             # Tasks that work in the image's own directory (Harbor's /app) say so.
-            workdir = task.metadata.get("agent_workdir")
+            workdir = task.runtime.workdir
             ctx = AgentContext(
                 task=task,
                 prompt=prompt,

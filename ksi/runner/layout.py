@@ -109,23 +109,14 @@ def folds_case(path: Path) -> bool:
 def _starting_dir(task: TaskSpec) -> Path | None:
     """The directory a task's starting files are copied from, or ``None`` (inline or none).
 
-    Read without writing anything: a task with inline ``files`` never copies
-    its ``repo_path``.
+    Read without writing anything: inline starting files have no directory.
     """
-    metadata = task.metadata
-    if not metadata or getattr(metadata, "inline_files", None) is not None:
-        return None
-    value = dict.get(metadata, "repo_path") if isinstance(metadata, dict) else None
-    if not isinstance(value, str | os.PathLike) or not str(value):
-        return None
-    return Path(value)
+    directory = task.starting_files.directory
+    return Path(directory) if directory else None
 
 
 def _problem(task: TaskSpec, display: str, field: str, message: str) -> Problem:
-    metadata = task.metadata if isinstance(task.metadata, dict) else {}
-    file = str(dict.get(metadata, "tasks_file") or display)
-    location = str(dict.get(metadata, "source_location") or "")
-    return Problem(file, message, location, task.id, field)
+    return Problem(task.origin.file or display, message, task.origin.location, task.id, field)
 
 
 @attrs.frozen
@@ -237,11 +228,7 @@ class RunLayout:
             source = _starting_dir(task)
             if source is None:
                 continue
-            field = (
-                "$.workspace_dir"
-                if dict.get(task.metadata, "task_source") == "custom"
-                else "metadata['repo_path']"
-            )
+            field = "$.workspace_dir" if task.origin.source == "custom" else "metadata['repo_path']"
             try:
                 source = source.resolve()
             except (OSError, RuntimeError):

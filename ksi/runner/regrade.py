@@ -17,7 +17,7 @@ import attrs
 
 from ksi.errors import UserInputError
 from ksi.runner.capture import copy_tree
-from ksi.runner.components import component_name, resolve
+from ksi.runner.components import component_name, resolve_host_evaluator
 from ksi.runner.engine import summarize_run
 from ksi.runner.journal import Journal, latest_by_attempt, read_records
 from ksi.runner.layout import RunLayout
@@ -53,18 +53,18 @@ def regrade_run(
     # The run's evaluator options belong to the run's evaluator, not to another one.
     same = evaluator is None or evaluator == config.get("evaluator")
     stored_options = config.get("evaluator_options") if same else None
-    grader, _ = resolve("evaluator", name, evaluator_options or stored_options)
+    grader, _ = resolve_host_evaluator(
+        name,
+        evaluator_options or stored_options,
+        refusal="grades inside the attempt's environment, which no longer exists; regrade "
+        "works with host evaluators only",
+    )
     environment = registry("environment").get(config.get("environment") or "local").obj
     isolation = decide_eval_isolation(
         eval_isolation or config.get("eval_isolation") or "auto", environment
     )
     names = eval_env if eval_env is not None else (config.get("eval_env") or [])
     grader = configure_host_grading(grader, isolation=isolation, pass_env=names)
-    if getattr(grader, "grades_in", "host") != "host":
-        raise UserInputError(
-            f"evaluator {component_name(grader)!r} grades inside the attempt's environment, "
-            "which no longer exists; regrade works with host evaluators only"
-        )
     # A run still going would append to the same journal while we read it.
     with layout.lock_exclusive():
         journal = Journal(layout.journal)

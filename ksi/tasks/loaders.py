@@ -16,6 +16,7 @@ from ksi.interfaces import TaskSource
 from ksi.models import Problem, TaskSpec
 from ksi.options import create_component
 from ksi.plugins import registry
+from ksi.tasks.original import as_original_tasks
 
 DEFAULT_TASK_SOURCE = "custom"
 
@@ -52,12 +53,18 @@ def load_tasks_for_source(
 ) -> list[TaskSpec]:
     """Load every task from ``tasks_path`` with the named task source.
 
+    The original KSI's entry point: each task's starting files are written
+    to disk (``metadata["repo_path"]`` is an existing directory), its
+    ``metadata`` holds the original's keys, and its ``prompt`` already ends
+    with the note about ``repo/``. ``ksi run`` loads through the source
+    itself and writes nothing.
+
     Raises :class:`ksi.errors.TaskLoadError` (a ``KsiError`` and a
     ``ValueError``) when the input has problems; for ``custom`` the error
     lists all of them.
     """
     path = _path(task_source, tasks_path)
-    return list(get_task_source(task_source, options).load(path))
+    return as_original_tasks(get_task_source(task_source, options).load(path))
 
 
 def validate_tasks_for_source(

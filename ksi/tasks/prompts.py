@@ -1,9 +1,11 @@
 """What the agent is told: the task's prompt plus a note about ``repo/``.
 
-Loaders keep ``TaskSpec.prompt`` exactly as the task author wrote it; the note
-is added here, at the moment a prompt is given to an agent, so hand-built
-TaskSpecs and tasks from any source get the same note, and a prompt is never
-noted twice.
+Task sources keep ``TaskSpec.prompt`` as the author wrote it; the note is
+added here, when a prompt is given to an agent, so hand-built TaskSpecs and
+tasks from any source get the same note. The original KSI's loaders
+(``load_tasks_for_source``, ``load_custom_tasks``) return prompts that
+already end with it, as the original did: :func:`agent_prompt` sees the note
+and never adds it twice.
 """
 
 from __future__ import annotations
@@ -20,11 +22,11 @@ REPO_NOTE = (
 def agent_prompt(task: TaskSpec) -> str:
     """The prompt given to the agent: ``task.prompt``, a blank line, and :data:`REPO_NOTE`.
 
-    A task source whose tasks do not use the ``repo/`` contract (Harbor tasks
-    work in the image's own directory) sets ``metadata["workspace_note"] =
-    False`` and the prompt is given verbatim.
+    A task whose work is not in ``repo/`` (Harbor tasks work in the image's
+    own directory) has ``workspace_note=False`` and its prompt is given
+    verbatim.
     """
-    if task.metadata.get("workspace_note") is False:
+    if not task.workspace_note:
         return task.prompt
     prompt = task.prompt.rstrip()
     if prompt.endswith(REPO_NOTE):

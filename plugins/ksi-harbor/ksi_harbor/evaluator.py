@@ -150,8 +150,8 @@ class HarborEvaluator:
         harbor: dict[str, Any],
     ) -> EvalResult:
         log_dir.mkdir(parents=True, exist_ok=True)
-        workdir = task.metadata.get("agent_workdir") or "."
-        timeout = self.timeout_sec or float(task.metadata.get("eval_timeout_sec") or 600.0)
+        workdir = task.runtime.workdir or "."
+        timeout = self.timeout_sec or task.eval.timeout_sec
 
         # 1. Nothing the agent left in /tests or /logs/verifier may count.
         prep = env.exec(

@@ -2,7 +2,7 @@
 
 Harbor's oracle uploads ``solution/`` to ``/solution`` in the container and
 runs ``bash /solution/solve.sh`` from the task's working directory. KSI's
-``oracle`` agent runs ``task.metadata["solution"]["command"]``; to do the
+``oracle`` agent runs ``task.solution.command``; to do the
 same without ever putting the solution where another agent could see it
 (no file in the seeded ``repo/``, nothing in the image), the command carries
 the solution's files inside itself, base64-encoded in here-documents, writes

@@ -36,6 +36,7 @@ import attrs
 
 from ksi.errors import TaskLoadError
 from ksi.models import Problem, TaskSpec
+from ksi.task_parts import EvalSpec, Runtime, Solution, StartingFiles, TaskOrigin
 from ksi_harbor.solution import SolutionTooLarge, oracle_command
 from ksi_harbor.taskdir import HarborTask, looks_like_task_dir, read_task_dir
 
@@ -83,8 +84,12 @@ def find_task_dirs(path: Path) -> tuple[list[Path], list[Problem]]:
 
 
 def to_task_spec(task: HarborTask, *, prefer_dockerfile: bool = False) -> TaskSpec:
-    """The KSI task for one Harbor task; every metadata key is documented in the README."""
-    solution: dict[str, Any] | None = None
+    """The KSI task for one Harbor task: KSI's typed parts, plus Harbor's own metadata.
+
+    ``metadata`` keeps every key the README documents; those that are KSI's
+    (``eval_command``, ``docker_image``, ``cpus``...) mirror the typed parts.
+    """
+    solution: Solution | None = None
     solution_note = ""
     if task.solution_dir is not None:
         try:
@@ -92,35 +97,48 @@ def to_task_spec(task: HarborTask, *, prefer_dockerfile: bool = False) -> TaskSp
         except SolutionTooLarge as exc:
             solution_note = str(exc)
         else:
-            solution = {"files": None, "command": command}
+            solution = Solution(files=None, command=command)
     else:
         solution_note = "the task has no solution/solve.sh"
 
     dockerfile = task.dockerfile.absolute() if task.dockerfile is not None else None
     use_image = task.docker_image is not None and not (prefer_dockerfile and dockerfile)
-    metadata: dict[str, Any] = {
-        "task_source": "harbor",
-        "repo_path": _empty_repo(),
-        "eval_command": "bash /tests/test.sh",
-        "eval_timeout_sec": task.verifier_timeout_sec,
-        "agent_timeout_sec": task.agent_timeout_sec,
-        "build_timeout_sec": task.build_timeout_sec,
-        "docker_image": task.docker_image if use_image else None,
-        "dockerfile": None if use_image or dockerfile is None else str(dockerfile),
-        "docker_context": None if use_image or dockerfile is None else str(dockerfile.parent),
-        "agent_workdir": task.workdir,
-        "workspace_note": False,
-        "cpus": task.cpus,
-        "memory_mb": task.memory_mb,
+    runtime = Runtime(
+        image=task.docker_image if use_image else None,
+        dockerfile=None if use_image or dockerfile is None else str(dockerfile),
+        docker_context=None if use_image or dockerfile is None else str(dockerfile.parent),
+        cpus=task.cpus,
+        memory_mb=task.memory_mb,
         # As in Harbor: the image's user ([agent] user when set; root in most task images)
         # with the engine's default capabilities, since tasks and their test.sh write /app,
         # /tests and /logs and often install packages. The docker environment applies these.
-        "docker_user": task.agent_user or "image",
-        "docker_capabilities": "default",
+        user=task.agent_user or "image",
+        capabilities="default",
+        workdir=task.workdir,
+        agent_timeout_sec=task.agent_timeout_sec,
+    )
+    metadata: dict[str, Any] = {
+        # KSI's keys, kept for readers of the README's list (they mirror the typed parts).
+        "task_source": "harbor",
+        "repo_path": "",
+        "eval_command": "",
+        "eval_timeout_sec": None,
+        "agent_timeout_sec": None,
+        "docker_image": None,
+        "dockerfile": None,
+        "docker_context": None,
+        "agent_workdir": None,
+        "workspace_note": False,
+        "cpus": None,
+        "memory_mb": None,
+        "docker_user": None,
+        "docker_capabilities": None,
+        "solution": {"files": None, "command": solution.command} if solution else None,
+        # Harbor's own.
+        "build_timeout_sec": task.build_timeout_sec,
         "storage_mb": task.storage_mb,
         "gpus": task.gpus,
         "allow_internet": task.allow_internet,
-        "solution": solution,
         "harbor": {
             "task_dir": str(task.task_dir.absolute()),
             "tests_dir": str(task.tests_dir.absolute()),
@@ -133,7 +151,19 @@ def to_task_spec(task: HarborTask, *, prefer_dockerfile: bool = False) -> TaskSp
             "solution_note": solution_note,
         },
     }
-    return TaskSpec(id=task.id, repo="", prompt=task.instruction, metadata=metadata)
+    return TaskSpec(
+        id=task.id,
+        repo="",
+        prompt=task.instruction,
+        metadata=metadata,
+        eval=EvalSpec("bash /tests/test.sh", task.verifier_timeout_sec),
+        # KSI's repo/ starts empty: the starting files live in the image.
+        starting_files=StartingFiles(directory=_empty_repo()),
+        runtime=runtime,
+        solution=solution,
+        origin=TaskOrigin(source="harbor", file=str(task.task_dir.absolute())),
+        workspace_note=False,
+    )
 
 
 @attrs.define

@@ -1,0 +1,87 @@
+"""Writing and copying starting files: the few file operations the task model needs.
+
+Kept at the bottom of the package (it imports nothing from KSI) so that
+:class:`ksi.task_parts.StartingFiles` can seed a workspace without importing
+the task sources or the runner.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import shutil
+import stat
+import tempfile
+import threading
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+
+
+def write_files(dest: Path, files: Mapping[str, str]) -> None:
+    """Write ``{relative/path: text}`` under ``dest`` (paths already validated)."""
+    dest.mkdir(parents=True, exist_ok=True)
+    made: set[Path] = {dest}
+    for rel, content in files.items():
+        target = dest / rel
+        parent = target.parent
+        if parent not in made:
+            parent.mkdir(parents=True, exist_ok=True)
+            made.add(parent)
+        target.write_bytes(content.encode("utf-8"))
+
+
+def copy_tree(src: Path, dest: Path) -> None:
+    """Copy ``src`` into ``dest``: files with their modes, symlinks as links, no specials.
+
+    Symlinks are copied as symlinks and never followed, so a starting tree that
+    links outside itself cannot pull outside files into a workspace. FIFOs,
+    sockets and device files are skipped (reading a FIFO would hang).
+    """
+    dest.mkdir(parents=True, exist_ok=True)
+    with os.scandir(src) as entries:
+        for entry in entries:
+            target = dest / entry.name
+            if entry.is_symlink():
+                if target.is_symlink() or target.exists():
+                    target.unlink()
+                os.symlink(os.readlink(entry.path), target)
+            elif entry.is_dir(follow_symlinks=False):
+                copy_tree(Path(entry.path), target)
+            elif stat.S_ISREG(entry.stat(follow_symlinks=False).st_mode):
+                shutil.copy2(entry.path, target, follow_symlinks=False)
+
+
+class _ScratchRoot:
+    """This process's directory for materialized starting files, removed at exit."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._path: Path | None = None
+        self._owner = 0
+
+    def new_dir(self) -> Path:
+        with self._lock:
+            if self._path is None or self._owner != os.getpid():
+                # A forked child gets its own root: it must not write into (or remove)
+                # its parent's.
+                path = Path(tempfile.gettempdir()) / f"ksi-tasks-{os.getpid()}-{uuid.uuid4().hex}"
+                path.mkdir(mode=0o700)
+                atexit.register(_remove_tree, path, os.getpid())
+                self._path, self._owner = path, os.getpid()
+            root = self._path
+        return Path(tempfile.mkdtemp(prefix="task-", dir=root))
+
+
+def _remove_tree(path: Path, owner_pid: int) -> None:
+    # A forked child that exits normally must not delete its parent's files.
+    if os.getpid() == owner_pid:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+_SCRATCH = _ScratchRoot()
+
+
+def scratch_dir() -> Path:
+    """A new empty directory that lives until this process exits."""
+    return _SCRATCH.new_dir()
