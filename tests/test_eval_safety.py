@@ -54,6 +54,11 @@ try:
     print("CONNECT=ok")
 except OSError as exc:
     print("CONNECT=failed", exc.errno)
+try:
+    open({peek!r}).read()
+    print("PEEK=read")
+except OSError as exc:
+    print("PEEK=failed", exc.errno)
 """
 
 
@@ -85,7 +90,10 @@ def _connected(server: socket.socket) -> bool:
 
 def _attack(tmp_path: Path, outside: Path, port: int, secret: str, *extra: str) -> tuple[Path, str]:
     """Run the hostile agent in the sandbox environment; return (run dir, eval stdout)."""
-    code = PAYLOAD.format(outside=str(outside), port=port)
+    # Outside /tmp, as runs/ usually is (a sandbox's /tmp is its own tmpfs anyway).
+    run_dir = outside.parent / "runs" / "run"
+    # The run's own files (journal, other attempts' workspaces) are out of the grade's sight.
+    code = PAYLOAD.format(outside=str(outside), port=port, peek=str(run_dir / "run.json"))
     b64 = base64.b64encode(code.encode()).decode()
     tasks = write_tasks(
         tmp_path / "tasks.jsonl",
@@ -98,7 +106,6 @@ def _attack(tmp_path: Path, outside: Path, port: int, secret: str, *extra: str) 
             }
         ],
     )
-    run_dir = tmp_path / "run"
     res = ksi(
         "run", str(tasks), "--agent", "command",
         "--agent-option", f"cmd=echo {b64} | base64 -d > repo/calc.py",
@@ -128,6 +135,7 @@ def test_host_grade_of_an_isolated_agent_gets_no_secret_no_write_no_network(
     assert "SECRET=None" in out  # the agent's code ran, and found nothing
     assert "WRITE=failed" in out and not outside.exists()
     assert "CONNECT=failed" in out and not _connected(listener)
+    assert "PEEK=failed" in out  # the run directory is hidden but for the eval's own copy
     assert _files_holding(run_dir, secret) == []  # eval logs, record.json, journal, run.json
     [record] = journal_lines(run_dir)
     assert (record["status"], record["score"]) == ("scored", 0.75)
@@ -161,6 +169,7 @@ def test_eval_isolation_none_grades_as_a_plain_host_process(
     run_dir, out = _attack(tmp_path, outside, port, secret, "--eval-isolation", "none")
     assert "WRITE=ok" in out and outside.read_text() == "written by the agent's code"
     assert "CONNECT=ok" in out and _connected(listener)
+    assert "PEEK=read" in out
     assert "SECRET=None" in out and _files_holding(run_dir, secret) == []  # still scrubbed
     [record] = journal_lines(run_dir)
     assert (record["score"], record["eval"]["details"]["isolation"]) == (0.75, "none")

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ksi.environments.envscrub import passthrough_problems, scrubbed_env
-from ksi.environments.sandbox import HIDDEN_VARS, bwrap_args
+from ksi.environments.sandbox import HIDDEN_VARS, bwrap_args, run_dirs_to_hide
 from ksi.errors import UserInputError
 
 #: ``none``: a plain host process; ``sandbox``: inside bubblewrap.
@@ -55,7 +55,17 @@ def eval_argv(argv: Sequence[str], workdir: Path, *, isolation: str, binary: str
     if isolation != "sandbox":
         return list(argv)
     workdir = workdir.resolve()
-    sandbox = bwrap_args(binary, workdir, network="none", hide_home=True, expose=(), cwd=workdir)
+    # The eval directory sits in the run directory: the rest of it (other attempts' live
+    # workspaces, the journal, seeds) is hidden as it is from a sandboxed agent.
+    sandbox = bwrap_args(
+        binary,
+        workdir,
+        network="none",
+        hide_home=True,
+        expose=(),
+        cwd=workdir,
+        hide=run_dirs_to_hide(workdir),
+    )
     # The private /tmp exists by now (bwrap applies its options in order).
     return [*sandbox, "--dir", SANDBOX_HOME, "--", *argv]
 
