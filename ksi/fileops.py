@@ -1,4 +1,5 @@
-"""Writing and copying starting files: the few file operations the task model needs.
+"""Writing starting files: the few file operations the task model needs (copying a tree is
+:func:`ksi.fstree.copy_tree`).
 
 Kept at the bottom of the package (it imports nothing from KSI) so that
 :class:`ksi.task_parts.StartingFiles` can seed a workspace without importing
@@ -10,7 +11,6 @@ from __future__ import annotations
 import atexit
 import os
 import shutil
-import stat
 import tempfile
 import threading
 import uuid
@@ -29,27 +29,6 @@ def write_files(dest: Path, files: Mapping[str, str]) -> None:
             parent.mkdir(parents=True, exist_ok=True)
             made.add(parent)
         target.write_bytes(content.encode("utf-8"))
-
-
-def copy_tree(src: Path, dest: Path) -> None:
-    """Copy ``src`` into ``dest``: files with their modes, symlinks as links, no specials.
-
-    Symlinks are copied as symlinks and never followed, so a starting tree that
-    links outside itself cannot pull outside files into a workspace. FIFOs,
-    sockets and device files are skipped (reading a FIFO would hang).
-    """
-    dest.mkdir(parents=True, exist_ok=True)
-    with os.scandir(src) as entries:
-        for entry in entries:
-            target = dest / entry.name
-            if entry.is_symlink():
-                if target.is_symlink() or target.exists():
-                    target.unlink()
-                os.symlink(os.readlink(entry.path), target)
-            elif entry.is_dir(follow_symlinks=False):
-                copy_tree(Path(entry.path), target)
-            elif stat.S_ISREG(entry.stat(follow_symlinks=False).st_mode):
-                shutil.copy2(entry.path, target, follow_symlinks=False)
 
 
 class _ScratchRoot:

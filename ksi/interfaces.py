@@ -108,6 +108,17 @@ class EnvironmentHandle(Protocol):
         """Copy a path from the environment to the host; False when it does not exist."""
         ...
 
+    def halt(self) -> None:
+        """End every process of the environment: after this returns, none started in it can run.
+
+        The runner calls it before capturing ``repo/`` (after grading, for an
+        evaluator that grades inside the environment), so nothing the agent
+        left running (a background process that escaped the kill after its
+        exec) can change or swap the tree while it is read. The workspace
+        stays on the host; :meth:`stop` still tears the rest down. Idempotent.
+        """
+        ...
+
     def stop(self) -> None:
         """Tear down; idempotent; leaves no process or container behind."""
         ...

@@ -21,7 +21,8 @@ from typing import Any, Literal
 import attrs
 
 from ksi.errors import InvalidTaskError
-from ksi.fileops import copy_tree, scratch_dir, write_files
+from ksi.fileops import scratch_dir, write_files
+from ksi.fstree import copy_tree
 from ksi.limits import MAX_TIMEOUT_SEC, timeout_problem
 
 # The one rule for paths under repo/ (a leaf module with no KSI imports).
@@ -159,7 +160,7 @@ class StartingFiles:
                 "is not an existing directory; it must hold the task's starting files"
             )
         dest.mkdir(parents=True, exist_ok=True)
-        copy_tree(src, dest)
+        copy_tree(src, dest, merge=True)
 
     def materialize(self) -> StartingFiles:
         """The same starting files as an existing directory (written now if inline).

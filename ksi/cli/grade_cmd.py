@@ -22,6 +22,7 @@ import typer
 
 from ksi.cli.common import echo_json, stop_signals_as_interrupt
 from ksi.errors import UserInputError
+from ksi.fstree import copy_tree
 from ksi.models import EvalResult, TaskSpec
 from ksi.options import parse_key_values
 from ksi.runner.components import component_name, resolve_host_evaluator
@@ -98,8 +99,8 @@ def grade_workspace(
     copy = tmp / "repo"
     try:
         try:
-            shutil.copytree(workspace, copy, symlinks=True)
-        except (OSError, shutil.Error) as exc:
+            copy_tree(workspace.resolve(), copy)
+        except OSError as exc:
             raise UserInputError(f"--workspace: cannot copy {str(workspace)!r}: {exc}") from exc
         result = grader.grade(task, copy, log_dir=log_dir)
     finally:

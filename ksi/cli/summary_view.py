@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import typer
 
+from ksi.runner.capture import MAX_LISTED_SKIPS
 from ksi.runner.models import RunSummary, TaskSummary
 from ksi.text import printable
 
@@ -40,6 +41,12 @@ def summary_lines(summary: RunSummary) -> list[str]:
         lines.append(
             f"cost: {_money(summary.total_cost_usd)}   "
             f"per solved task: {_money(summary.cost_per_solved_task)}"
+        )
+    if summary.skipped_files:
+        lines.append(
+            f"capture skipped {summary.skipped_files:,} paths in "
+            f"{summary.attempts_with_skipped_files} attempt(s) (listed, up to "
+            f"{MAX_LISTED_SKIPS} each, in skipped_files of the attempt's record.json)"
         )
     if summary.wall_time_sec is not None:
         lines.append(f"wall time: {summary.wall_time_sec:.1f}s")

@@ -45,6 +45,7 @@ from ksi.environments.images import (
     task_image_source,
 )
 from ksi.errors import EnvironmentFailure, UserInputError
+from ksi.fstree import copy_tree
 from ksi.hookspecs import hookimpl
 from ksi.interfaces import AttemptContext, ExecResult, Invocation
 from ksi.models import TaskSpec
@@ -320,6 +321,7 @@ class DockerHandle:
     #: because attrs resolves field types at runtime and engine_api is imported where used.
     api: Any = None
     _stopped: bool = False
+    _halted: bool = False
     _lock: threading.Lock = attrs.field(factory=threading.Lock)
 
     def exec(
@@ -402,7 +404,7 @@ class DockerHandle:
     def copy_in(self, host_src: Path, env_dest: str) -> None:
         host_dest = self._host_path(env_dest)
         if host_dest is not None:  # in the bind mount: copy on the host, keeping ownership
-            _copy_host(host_src, host_dest)
+            _copy_host(host_src.resolve(), host_dest)
             return
         dest = posixpath.normpath(posixpath.join(self.workspace_path, env_dest))
         # A tar stream unpacked by the container's own user, so the files belong to the uid the
@@ -439,7 +441,7 @@ class DockerHandle:
     def copy_out(self, env_src: str, host_dest: Path) -> bool:
         host_src = self._host_path(env_src)
         if host_src is not None:
-            if not host_src.exists():
+            if not os.path.lexists(host_src):
                 return False
             _copy_host(host_src, host_dest)
             return True
@@ -460,30 +462,70 @@ class DockerHandle:
             )
         return True
 
+    def halt(self) -> None:
+        """Kill every process in the container: ``docker stop --time 0``, which returns once
+        the container (its whole PID namespace) has stopped; idempotent.
+
+        A process the agent detached from its exec's sweep (``env -u
+        KSI_PROC_TAG ...``) dies here, before capture reads the bind-mounted
+        workspace, which stays on the host. The stopped container is removed
+        by :meth:`stop`. When the workspace must be handed back to KSI's user
+        (see :meth:`stop`), the container is started again, fresh (none of the
+        agent's processes), for the ``chown``.
+        """
+        with self._lock:
+            if self._halted or self._stopped:
+                return
+            import http.client
+
+            from ksi.environments.engine_api import EngineAPIError
+
+            try:
+                if self.api is not None:
+                    self.api.stop_now(self.container)
+                else:
+                    res = docker(self.binary, "stop", "--time", "0", self.container, timeout=120)
+                    if res.returncode != 0 and "no such container" not in res.stderr.lower():
+                        raise EnvironmentFailure(_exit_detail(res))
+            except (EnvironmentFailure, EngineAPIError, OSError, http.client.HTTPException) as exc:
+                raise EnvironmentFailure(
+                    f"docker environment: stopping container {self.container} failed: {exc}; "
+                    "its processes may still run, so the attempt is not captured"
+                ) from exc
+            self._halted = True
+            if self.give_back_workspace:
+                docker(self.binary, "start", self.container, timeout=120)
+                self._give_back_workspace()
+
+    def _give_back_workspace(self) -> None:
+        """``chown -R`` the workspace to KSI's user, from inside the (running) container."""
+        docker(
+            self.binary,
+            "exec",
+            "--privileged",
+            "-u",
+            "0",
+            self.container,
+            "chown",
+            "-R",
+            f"{os.getuid()}:{os.getgid()}",
+            self.workspace_path,
+            timeout=300,
+        )
+
     def stop(self) -> None:
         """Remove the container (its processes die with it); idempotent.
 
         When the container ran as another user than the one running KSI (and
         KSI is not root), the workspace is first handed back to KSI's user, so
-        files the agent wrote as root stay deletable on the host.
+        files the agent wrote as root stay deletable on the host (done by
+        :meth:`halt` already when it ran).
         """
         with self._lock:
             if self._stopped:
                 return
-            if self.give_back_workspace:
-                docker(
-                    self.binary,
-                    "exec",
-                    "--privileged",
-                    "-u",
-                    "0",
-                    self.container,
-                    "chown",
-                    "-R",
-                    f"{os.getuid()}:{os.getgid()}",
-                    self.workspace_path,
-                    timeout=300,
-                )
+            if self.give_back_workspace and not self._halted:
+                self._give_back_workspace()
             if self.api is not None:
                 import http.client
 
@@ -527,11 +569,12 @@ def _owner(user: str) -> tuple[int, int]:
 
 
 def _copy_host(src: Path, dest: Path) -> None:
+    """Copy a file or tree on the host; a symlink at ``src`` is copied as a link, not followed."""
     dest.parent.mkdir(parents=True, exist_ok=True)
-    if src.is_dir():
-        shutil.copytree(src, dest, symlinks=True, dirs_exist_ok=True)
+    if src.is_dir() and not src.is_symlink():
+        copy_tree(src, dest, merge=True)
     else:
-        shutil.copy2(src, dest)
+        shutil.copy2(src, dest, follow_symlinks=False)
 
 
 @attrs.define

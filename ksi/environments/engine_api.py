@@ -89,6 +89,16 @@ class EngineAPI:
             self.remove(name)
             raise
 
+    def stop_now(self, name: str) -> bool:
+        """``docker stop --time 0 NAME``: returns once the container stopped; False when absent."""
+        try:
+            self.request("POST", f"/containers/{quote(name)}/stop?t=0", timeout=120)
+        except EngineAPIError as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return True
+
     def remove(self, name: str) -> bool:
         """``docker rm -f NAME``; False when there was no such container."""
         try:

@@ -36,6 +36,7 @@ import attrs
 
 from ksi import cgroups
 from ksi.errors import EnvironmentFailure
+from ksi.fstree import copy_tree
 from ksi.hookspecs import Register, hookimpl
 from ksi.interfaces import AttemptContext, ExecResult, Invocation
 from ksi.models import TaskSpec
@@ -132,7 +133,7 @@ class LocalHandle:
             raise EnvironmentFailure(f"copy_in: {host_src} does not exist on the host")
         dest.parent.mkdir(parents=True, exist_ok=True)
         if host_src.is_dir():
-            shutil.copytree(host_src, dest, symlinks=True, dirs_exist_ok=True)
+            copy_tree(host_src.resolve(), dest, merge=True)
         else:
             shutil.copy2(host_src, dest)
 
@@ -143,10 +144,21 @@ class LocalHandle:
             return False
         host_dest.parent.mkdir(parents=True, exist_ok=True)
         if src.is_dir() and not src.is_symlink():
-            shutil.copytree(src, host_dest, symlinks=True, dirs_exist_ok=True)
+            copy_tree(src, host_dest, merge=True)
         else:
             shutil.copy2(src, host_dest, follow_symlinks=False)
         return True
+
+    def halt(self) -> None:
+        """End every process this handle started; later execs are refused.
+
+        On local, halting is stopping: an exec that returned has already
+        killed its process group and every process carrying its tag, and
+        :meth:`stop` kills whatever a still-running exec started. (A process
+        that left the session *and* cleared its environment cannot be found
+        on local; see the module docstring.)
+        """
+        self.stop()
 
     def stop(self) -> None:
         """Kill every process this handle started, including one still running; idempotent.

@@ -225,6 +225,17 @@ class SandboxHandle(LocalHandle):
         env = sandbox_env(self.base_env, invocation.env, self.host_workspace)
         return argv, self.host_workspace, env
 
+    def halt(self) -> None:
+        """End every process of the sandbox; later execs are refused.
+
+        Each exec is its own PID namespace: when its first process exits the
+        kernel kills every other process in it before bubblewrap returns, so
+        no process of a finished exec survives (not even one that left the
+        session and cleared its environment); :meth:`LocalHandle.halt` ends
+        execs still running.
+        """
+        super().halt()
+
     def _host_path(self, env_path: str) -> Path:
         path = Path(os.path.normpath(self.host_workspace / env_path))
         if path != self.host_workspace and self.host_workspace not in path.parents:

@@ -116,7 +116,8 @@ def _score_from_json(data: object) -> ScoreFile:
             True,
             problem=f'{where}: "score" must be between 0 and 1 inclusive, got {_short_json(value)}',
         )
-    return ScoreFile(True, score=score)
+    # -0.0 passes the range check; shown as "-0.00" it looks like a bug, so it is 0.0.
+    return ScoreFile(True, score=score + 0.0)
 
 
 def _short_json(value: object) -> str:

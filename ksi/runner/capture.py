@@ -20,11 +20,24 @@ Nothing is lost silently: every skipped path is listed in
 :attr:`CaptureReport.skipped` (journalled as the attempt's ``skipped_files``),
 except ``.pyc``/``__pycache__`` noise, which is only counted.
 
+The record lists the first :data:`MAX_LISTED_SKIPS` of them (sorted by
+path) and counts every one by kind, so a tree of 100,000 planted files
+cannot make a journal line megabytes long.
+
+Capture is race-free on its own, even if something of the agent still ran
+(the runner halts the environment first anyway): the live tree is walked by
+directory file descriptor (:mod:`ksi.fstree`), every file opened with
+``O_NOFOLLOW`` relative to its directory, and no path in the live tree is
+ever resolved again. A directory swapped for a symlink mid-walk fails to
+open and is listed; it is never followed. Symlinks are judged after the
+walk, in the captured copy (which only KSI writes), never by resolving them
+in the live tree.
+
 Capture must survive any tree an agent can build (000 directories, deep
-nesting, non-UTF-8 names, a 50 GB sparse file), so it walks iteratively with
-:func:`os.scandir`, copies by streaming file descriptors (``sendfile``),
-never reads a whole file into memory, and turns every ``OSError`` about one
-path into a skipped entry instead of an exception.
+nesting, non-UTF-8 names, a 50 GB sparse file), so it walks iteratively,
+copies by streaming file descriptors (``sendfile``), never reads a whole
+file into memory, and turns every ``OSError`` about one path into a skipped
+entry instead of an exception.
 """
 
 from __future__ import annotations
@@ -33,15 +46,39 @@ import contextlib
 import errno
 import os
 import posixpath
-import shutil
 import stat
-import subprocess
+from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import attrs
 
+from ksi.fstree import (
+    READ_FLAGS,
+    SWAPPED_ERRNOS,
+    WRITE_FLAGS,
+    copy_tree,
+    open_root,
+    remove_tree,
+    same_content,
+    stream,
+    walk_fd,
+)
 from ksi.runner.models import SkippedFile
+
+__all__ = [
+    "DEFAULT_MAX_FILE_BYTES",
+    "MAX_LISTED_SKIPS",
+    "CaptureReport",
+    "capture_repo",
+    "copy_tree",
+    "display_path",
+    "is_noise_name",
+    "is_protected_name",
+    "remove_tree",
+    "same_file_content",
+    "walk_tree",
+]
 
 #: Files larger than this are not captured (10 MiB). Large enough for any
 #: source file, lockfile or small fixture an agent writes; small enough that a
@@ -49,6 +86,9 @@ from ksi.runner.models import SkippedFile
 #: which keeps one captured repo per attempt. Raise it per run when a task's
 #: legitimate output is bigger.
 DEFAULT_MAX_FILE_BYTES = 10 * 1024 * 1024
+#: Skipped paths listed in an attempt's record (the first ones by path); every
+#: one is still counted by kind in :attr:`CaptureReport.skipped_counts`.
+MAX_LISTED_SKIPS = 200
 
 #: Directory names dropped wherever they appear (Python bytecode caches).
 NOISE_DIR_NAMES = frozenset({"__pycache__"})
@@ -58,16 +98,15 @@ NOISE_SUFFIXES = (".pyc",)
 SCORE_FILE_NAME = "score.json"
 
 _CHUNK = 1024 * 1024
-_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-_WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 @attrs.frozen
 class CaptureReport:
-    """What :func:`capture_repo` did: counts, and every path it did not copy."""
+    """What :func:`capture_repo` did: counts, and the paths it did not copy."""
 
     files_copied: int
     bytes_copied: int
+    #: The first :data:`MAX_LISTED_SKIPS` skipped paths, sorted by path.
     skipped: tuple[SkippedFile, ...]
     #: Symlinks recreated (as relative links) because they stay inside repo/.
     symlinks_kept: int = 0
@@ -77,6 +116,15 @@ class CaptureReport:
     restored: tuple[str, ...] = ()
     #: The live repo/ was gone (or not a real directory) when capture ran.
     repo_missing: bool = False
+    #: The live repo/ was there but could not be read (the agent removed its permissions).
+    repo_unreadable: bool = False
+    #: Every skipped path, counted by kind (``too_large``, ``symlink_outside``...).
+    skipped_counts: dict[str, int] = attrs.field(factory=dict)
+
+    @property
+    def skipped_total(self) -> int:
+        """How many paths were skipped, listed or not."""
+        return sum(self.skipped_counts.values())
 
 
 def is_protected_name(name: str) -> bool:
@@ -94,10 +142,10 @@ def walk_tree(
 ) -> Iterator[tuple[str, os.DirEntry[str]]]:
     """``(relative path, entry)`` for everything under ``root`` whose name ``skip`` allows.
 
-    Only real directories are descended into (symlinks are never followed);
-    a directory that cannot be read, and an entry whose type cannot be told,
-    are passed over without a word (for read-only scans such as the seed's
-    test files and the diff; capture itself reports what it could not copy).
+    For trees only KSI writes (the seed, a captured repo: the diff reads
+    these), never the live workspace. Only real directories are descended
+    into (symlinks are never followed); a directory that cannot be read, and
+    an entry whose type cannot be told, are passed over without a word.
     """
     stack = [""]
     while stack:
@@ -142,6 +190,10 @@ def capture_repo(
     return _Capture(Path(live), Path(seed), Path(dest), max_file_bytes).run()
 
 
+#: What the walk saw at a seed test file's path in the live repo.
+_UNCHANGED = "unchanged"
+
+
 class _Capture:
     def __init__(self, live: Path, seed: Path, dest: Path, max_file_bytes: int) -> None:
         self.live = os.path.abspath(live)
@@ -150,13 +202,19 @@ class _Capture:
         self.max = max_file_bytes
         self.files = 0
         self.bytes = 0
-        self.links = 0
         self.noise = 0
         self.skipped: list[SkippedFile] = []
+        self.kinds: Counter[str] = Counter()
         self.restored: list[str] = []
         self.repo_missing = False
+        self.repo_unreadable = False
+        #: Seed test files found in the live repo: rel -> _UNCHANGED or how it changed.
+        self.seen_protected: dict[str, tuple[str, int | None]] = {}
+        #: Symlinks written into dest, judged once everything is in place.
+        self.links: list[str] = []
 
-    def skip(self, rel: str, reason: str, size: int | None = None) -> None:
+    def skip(self, rel: str, kind: str, reason: str, size: int | None = None) -> None:
+        self.kinds[kind] += 1
         self.skipped.append(SkippedFile(display_path(rel or "."), reason, size))
 
     def run(self) -> CaptureReport:
@@ -164,161 +222,280 @@ class _Capture:
         os.makedirs(os.path.dirname(self.dest), exist_ok=True)
         os.mkdir(self.dest)
         protected = _protected_seed_files(self.seed)
-        if self._check_live_root():
-            self._copy_live(protected)
+        root = self._open_live_root()
+        if root is not None:
+            try:
+                walk_fd(
+                    root,
+                    lambda names, fd, entries: self._visit(names, fd, entries, protected),
+                    self._unreadable_dir,
+                )
+            finally:
+                os.close(root)
         self._restore_protected(protected)
+        kept = self._settle_links()
+        listed = sorted(self.skipped, key=lambda s: s.path)[:MAX_LISTED_SKIPS]
         return CaptureReport(
             files_copied=self.files,
             bytes_copied=self.bytes,
-            skipped=tuple(sorted(self.skipped, key=lambda s: s.path)),
-            symlinks_kept=self.links,
+            skipped=tuple(listed),
+            symlinks_kept=kept,
             noise_dropped=self.noise,
             restored=tuple(display_path(r) for r in self.restored),
             repo_missing=self.repo_missing,
+            repo_unreadable=self.repo_unreadable,
+            skipped_counts=dict(sorted(self.kinds.items())),
         )
 
-    def _check_live_root(self) -> bool:
+    def _open_live_root(self) -> int | None:
+        """The live repo/ opened without following a link, or None (and why, listed)."""
+        try:
+            return open_root(self.live)
+        except OSError as exc:
+            failure = exc
         try:
             st = os.lstat(self.live)
         except OSError:
             self.repo_missing = True
-            self.skip(".", "repo/ missing: the agent deleted it; only the seed's test files remain")
-            return False
-        if stat.S_ISDIR(st.st_mode):
-            return True
-        self.repo_missing = True
-        kind = "a symlink (not followed)" if stat.S_ISLNK(st.st_mode) else "not a directory"
-        self.skip(".", f"repo/ is {kind}; only the seed's test files remain")
-        return False
+            self.skip(
+                ".",
+                "repo_missing",
+                "repo/ missing: the agent deleted it; only the seed's test files remain",
+            )
+            return None
+        if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
+            self.repo_missing = True
+            kind = "a symlink (not followed)" if stat.S_ISLNK(st.st_mode) else "not a directory"
+            self.skip(".", "repo_missing", f"repo/ is {kind}; only the seed's test files remain")
+            return None
+        self.repo_unreadable = True
+        self.skip(
+            ".",
+            "repo_unreadable",
+            f"repo/ unreadable ({_why(failure)}): the agent removed its permissions "
+            f"(mode {stat.S_IMODE(st.st_mode):04o}); only the seed's test files remain",
+        )
+        return None
+
+    def _unreadable_dir(self, names: tuple[str, ...], exc: OSError) -> None:
+        rel = os.path.join(*names) if names else ""
+        if exc.errno in SWAPPED_ERRNOS or exc.errno == errno.ESTALE:
+            self.skip(rel, "changed", "directory replaced while capture read it: not followed")
+        else:
+            self.skip(rel, "unreadable", f"unreadable directory: {_why(exc)}")
 
     # -- the agent's tree ---------------------------------------------------
 
-    def _copy_live(self, protected: dict[str, bool]) -> None:
-        live_real = os.path.realpath(self.live)
-        stack = [""]
-        while stack:
-            rel_dir = stack.pop()
-            try:
-                with os.scandir(os.path.join(self.live, rel_dir)) as it:
-                    entries = list(it)
-            except OSError as exc:
-                self.skip(rel_dir, f"unreadable directory: {_why(exc)}")
-                continue
-            for entry in entries:
-                rel = os.path.join(rel_dir, entry.name) if rel_dir else entry.name
-                self._copy_entry(entry, rel, protected, live_real, stack)
+    def _visit(
+        self,
+        names: tuple[str, ...],
+        fd: int,
+        entries: list[os.DirEntry[str]],
+        protected: dict[str, bool],
+    ) -> list[str]:
+        rel_dir = os.path.join(*names) if names else ""
+        children = []
+        for entry in entries:
+            rel = os.path.join(rel_dir, entry.name) if rel_dir else entry.name
+            if self._copy_entry(fd, entry, rel, protected):
+                children.append(entry.name)
+        return children
 
     def _copy_entry(
-        self,
-        entry: os.DirEntry[str],
-        rel: str,
-        protected: dict[str, bool],
-        live_real: str,
-        stack: list[str],
-    ) -> None:
+        self, fd: int, entry: os.DirEntry[str], rel: str, protected: dict[str, bool]
+    ) -> bool:
+        """Copy one entry of the directory ``fd``; True when it is a directory to enter."""
         name = entry.name
         if is_noise_name(name):
             self.noise += 1
-            return
+            return False
         if name == SCORE_FILE_NAME:
-            self.skip(rel, "score.json is never captured: only the eval command writes a score")
-            return
+            self.skip(
+                rel,
+                "score_json",
+                "score.json is never captured: only the eval command writes a score",
+            )
+            return False
         try:
             is_dir = entry.is_dir(follow_symlinks=False)
         except OSError as exc:
-            self.skip(rel, f"unreadable: {_why(exc)}")
-            return
+            self.skip(rel, "unreadable", f"unreadable: {_why(exc)}")
+            return False
         if not is_dir and is_protected_name(name):
             # Restored from the seed afterwards; only agent-created ones are news.
-            if rel not in protected:
+            if rel in protected:
+                self.seen_protected[rel] = self._compare_protected(fd, name, rel, protected[rel])
+            else:
                 self.skip(
-                    rel, "test-named file created by the agent: dropped (tests come from the seed)"
+                    rel,
+                    "test_created",
+                    "test-named file created by the agent: dropped (tests come from the seed)",
                 )
-            return
+            return False
         dst = os.path.join(self.dest, rel)
         if is_dir:
             try:
-                mode = entry.stat(follow_symlinks=False).st_mode
+                mode = os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode
                 os.mkdir(dst, (mode & 0o777) | 0o700)
             except OSError as exc:
-                self.skip(rel, f"directory not copied: {_why(exc)}")
-                return
-            stack.append(rel)
-        elif entry.is_symlink():
-            self._copy_symlink(entry.path, rel, live_real)
+                self.skip(rel, "not_copied", f"directory not copied: {_why(exc)}")
+                return False
+            return True
+        if entry.is_symlink():
+            try:
+                target = os.readlink(name, dir_fd=fd)
+            except OSError as exc:
+                self.skip(rel, "unreadable", f"unreadable symlink: {_why(exc)}")
+                return False
+            self._write_link(rel, target, (self.live, os.path.realpath(self.live)))
         elif entry.is_file(follow_symlinks=False):
-            self._copy_file(entry.path, dst, rel, self.max)
+            self._copy_file(fd, name, dst, rel, self.max)
         else:
-            self._skip_special(entry.path, rel)
+            try:
+                mode = os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode
+            except OSError as exc:
+                self.skip(rel, "unreadable", f"unreadable: {_why(exc)}")
+                return False
+            self.skip(rel, "special", f"special file ({_kind(mode)}): not captured")
+        return False
 
-    def _copy_symlink(self, path: str, rel: str, root_real: str) -> None:
+    def _compare_protected(
+        self, fd: int, name: str, rel: str, seed_is_link: bool
+    ) -> tuple[str, int | None]:
+        """How the live copy of a seed test file differs from the seed (read by descriptor)."""
+        seed_path = os.path.join(self.seed, rel)
+        if seed_is_link:
+            try:
+                live_target = os.readlink(name, dir_fd=fd)
+            except OSError:
+                return "replaced", None
+            with contextlib.suppress(OSError):
+                if live_target != os.readlink(seed_path):
+                    return "link_changed", None
+            return _UNCHANGED, None
         try:
-            target = os.readlink(path)
-            resolved = os.path.realpath(path, strict=True)
+            lf = os.open(name, READ_FLAGS, dir_fd=fd)
+        except OSError:
+            return "replaced", None  # a symlink (ELOOP), or unreadable: not the seed's file
+        try:
+            lst = os.fstat(lf)
+            if not stat.S_ISREG(lst.st_mode):
+                return "replaced", None
+            try:
+                sf = os.open(seed_path, READ_FLAGS)
+            except OSError:
+                return _UNCHANGED, None
+            try:
+                if os.fstat(sf).st_size == lst.st_size and same_content(lf, sf):
+                    return _UNCHANGED, None
+            except OSError:
+                pass
+            finally:
+                os.close(sf)
+            return "edited", lst.st_size
+        finally:
+            os.close(lf)
+
+    def _write_link(self, rel: str, target: str, roots: tuple[str, ...]) -> None:
+        """Recreate a symlink in dest as it was; :meth:`_settle_links` judges it later.
+
+        An absolute target inside the tree it came from (``roots``) is moved
+        to the same place in dest, so it is judged as the link it was.
+        """
+        if os.path.isabs(target):
+            for root in roots:
+                if target == root or target.startswith(root.rstrip(os.sep) + os.sep):
+                    target = self.dest + target[len(root) :]
+                    break
+        try:
+            os.symlink(target, os.path.join(self.dest, rel))
         except OSError as exc:
-            if exc.errno == errno.ELOOP:
-                self.skip(rel, "symlink loop: not captured")
-            elif isinstance(exc, FileNotFoundError):
-                self.skip(rel, "dangling symlink: not captured")
+            self.skip(rel, "not_copied", f"symlink not recreated: {_why(exc)}")
+            return
+        self.links.append(rel)
+
+    def _settle_links(self) -> int:
+        """Keep the links in dest that resolve inside dest, as relative links; drop the rest.
+
+        Resolved in dest, which only KSI writes, never in the live tree.
+        Dropping one link can leave another dangling, so this repeats until
+        nothing changes. Returns how many links were kept.
+        """
+        dest_real = os.path.realpath(self.dest)
+        pending = list(self.links)
+        resolved: dict[str, str] = {}
+        while True:
+            resolved = {}
+            dropped: list[tuple[str, str, str]] = []
+            for rel in pending:
+                path = os.path.join(self.dest, rel)
+                try:
+                    target = os.readlink(path)
+                except OSError:  # replaced by a restored seed directory meanwhile
+                    continue
+                why = _judge_link(path, target, dest_real)
+                if isinstance(why, tuple):
+                    dropped.append((rel, *why))
+                else:
+                    resolved[rel] = why
+            # All of one pass are dropped together, so each gets its own reason
+            # (a loop's both links are a loop, not one loop and one dangling link).
+            for rel, kind, reason in dropped:
+                _unlink_quietly(os.path.join(self.dest, rel))
+                self.skip(rel, kind, reason)
+            if not dropped:
+                break
+            pending = list(resolved)
+        for rel, real in resolved.items():
+            inside = os.path.relpath(real, dest_real)
+            link = posixpath.relpath(inside, posixpath.dirname(rel) or ".")
+            path = os.path.join(self.dest, rel)
+            if os.readlink(path) != link:
+                os.unlink(path)
+                os.symlink(link, path)
+        return len(resolved)
+
+    def _copy_file(
+        self, dir_fd: int | None, name: str, dst: str, rel: str, limit: int | None
+    ) -> bool:
+        """Stream one regular file (``name`` in ``dir_fd``); ``limit=None`` for seed files."""
+        try:
+            fd = os.open(name, READ_FLAGS, dir_fd=dir_fd)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:  # became a symlink since the listing
+                self.skip(rel, "changed", "symlink: not followed")
             else:
-                self.skip(rel, f"unreadable symlink: {_why(exc)}")
-            return
-        if resolved != root_real and not resolved.startswith(root_real + os.sep):
-            shown = display_path(target)
-            self.skip(rel, f"symlink to {shown} points outside repo/: not followed")
-            return
-        inside = os.path.relpath(resolved, root_real)
-        link = posixpath.relpath(inside, posixpath.dirname(rel) or ".")
-        try:
-            os.symlink(link, os.path.join(self.dest, rel))
-        except OSError as exc:
-            self.skip(rel, f"symlink not recreated: {_why(exc)}")
-            return
-        self.links += 1
-
-    def _skip_special(self, path: str, rel: str) -> None:
-        try:
-            mode = os.lstat(path).st_mode
-        except OSError as exc:
-            self.skip(rel, f"unreadable: {_why(exc)}")
-            return
-        self.skip(rel, f"special file ({_kind(mode)}): not captured")
-
-    def _copy_file(self, src: str, dst: str, rel: str, limit: int | None) -> bool:
-        """Stream one regular file; ``limit=None`` for trusted seed files."""
-        try:
-            fd = os.open(src, _READ_FLAGS)
-        except OSError as exc:
-            if exc.errno == errno.ELOOP:  # became a symlink since the scan
-                self.skip(rel, "symlink: not followed")
-            else:
-                self.skip(rel, f"unreadable file: {_why(exc)}")
+                self.skip(rel, "unreadable", f"unreadable file: {_why(exc)}")
             return False
         try:
             st = os.fstat(fd)
             if not stat.S_ISREG(st.st_mode):
-                self.skip(rel, f"special file ({_kind(st.st_mode)}): not captured")
+                self.skip(rel, "special", f"special file ({_kind(st.st_mode)}): not captured")
                 return False
             if limit is not None and st.st_size > limit:
-                self.skip(rel, f"larger than the {limit}-byte capture limit", st.st_size)
+                self.skip(
+                    rel, "too_large", f"larger than the {limit}-byte capture limit", st.st_size
+                )
                 return False
             try:
-                out = os.open(dst, _WRITE_FLAGS, 0o600)
+                out = os.open(dst, WRITE_FLAGS, 0o600)
             except OSError as exc:
-                self.skip(rel, f"copy not written: {_why(exc)}")
+                self.skip(rel, "not_copied", f"copy not written: {_why(exc)}")
                 return False
             try:
-                copied = _stream(fd, out, limit)
+                copied = stream(fd, out, limit)
                 os.fchmod(out, (st.st_mode & 0o777) | 0o600)
             except OSError as exc:
                 os.close(out)
                 _unlink_quietly(dst)
-                self.skip(rel, f"read failed: {_why(exc)}")
+                self.skip(rel, "unreadable", f"read failed: {_why(exc)}")
                 return False
             os.close(out)
             if copied is None:  # grew past the limit while being copied
                 _unlink_quietly(dst)
-                self.skip(rel, f"larger than the {limit}-byte capture limit", st.st_size)
+                self.skip(
+                    rel, "too_large", f"larger than the {limit}-byte capture limit", st.st_size
+                )
                 return False
         finally:
             os.close(fd)
@@ -336,42 +513,45 @@ class _Capture:
                 continue
             dst = os.path.join(self.dest, rel)
             if os.path.lexists(dst):
-                self.skip(rel, "directory in place of a test file from the seed: replaced")
+                self.skip(
+                    rel,
+                    "test_restored",
+                    "directory in place of a test file from the seed: replaced",
+                )
                 remove_tree(Path(dst))
             src = os.path.join(self.seed, rel)
             if protected[rel]:
-                self._copy_symlink(src, rel, seed_real)
+                try:
+                    target = os.readlink(src)
+                except OSError as exc:
+                    self.skip(rel, "not_copied", f"test file not restored: {_why(exc)}")
+                    continue
+                self._write_link(rel, target, (self.seed, seed_real))
             else:
-                self._copy_file(src, dst, rel, None)
+                self._copy_file(None, src, dst, rel, None)
 
     def _note_tampering(self, rel: str) -> None:
         """Record whether the agent changed this seed test file (its version is not kept)."""
-        if self.repo_missing:
-            self.restored.append(rel)
+        how, size = self.seen_protected.get(rel, ("deleted", None))
+        if how == _UNCHANGED:
             return
-        live = os.path.join(self.live, rel)
-        seed = os.path.join(self.seed, rel)
-        try:
-            lst = os.lstat(live)
-        except OSError:
-            self.restored.append(rel)  # deleted by the agent
-            return
-        try:
-            sst = os.lstat(seed)
-        except OSError:
-            return
-        if stat.S_IFMT(lst.st_mode) != stat.S_IFMT(sst.st_mode):
-            self.restored.append(rel)
-            self.skip(rel, "test-named file replaced by the agent: seed version restored")
-        elif stat.S_ISLNK(lst.st_mode):
-            with contextlib.suppress(OSError):
-                if os.readlink(live) != os.readlink(seed):
-                    self.restored.append(rel)
-                    self.skip(rel, "test-named symlink changed by the agent: seed version restored")
-        elif not same_file_content(live, seed, lst.st_size, sst.st_size):
-            self.restored.append(rel)
+        self.restored.append(rel)
+        if how == "replaced":
             self.skip(
-                rel, "test-named file edited by the agent: seed version restored", lst.st_size
+                rel, "test_restored", "test-named file replaced by the agent: seed version restored"
+            )
+        elif how == "link_changed":
+            self.skip(
+                rel,
+                "test_restored",
+                "test-named symlink changed by the agent: seed version restored",
+            )
+        elif how == "edited":
+            self.skip(
+                rel,
+                "test_restored",
+                "test-named file edited by the agent: seed version restored",
+                size,
             )
 
     def _prepare_parents(self, rel: str) -> bool:
@@ -385,19 +565,39 @@ class _Capture:
             except FileNotFoundError:
                 st = None
             except OSError as exc:
-                self.skip(rel, f"test file not restored: {_why(exc)}")
+                self.skip(rel, "not_copied", f"test file not restored: {_why(exc)}")
                 return False
             if st is not None and stat.S_ISDIR(st.st_mode):
                 continue
             try:
                 if st is not None:
-                    self.skip(sub, "replaced by the seed's directory holding test files")
+                    self.skip(
+                        sub,
+                        "test_restored",
+                        "replaced by the seed's directory holding test files",
+                    )
                     os.unlink(path)
                 os.mkdir(path, 0o755)
             except OSError as exc:
-                self.skip(rel, f"test file not restored: {_why(exc)}")
+                self.skip(rel, "not_copied", f"test file not restored: {_why(exc)}")
                 return False
         return True
+
+
+def _judge_link(path: str, target: str, root_real: str) -> str | tuple[str, str]:
+    """Where a link in dest resolves (inside ``root_real``), or ``(kind, reason)`` to drop it."""
+    try:
+        real = os.path.realpath(path, strict=True)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "symlink_loop", "symlink loop: not captured"
+        if isinstance(exc, FileNotFoundError):
+            return "symlink_dangling", "dangling symlink: not captured"
+        return "unreadable", f"unreadable symlink: {_why(exc)}"
+    if real != root_real and not real.startswith(root_real + os.sep):
+        shown = display_path(target)
+        return "symlink_outside", f"symlink to {shown} points outside repo/: not followed"
+    return real
 
 
 def _protected_seed_files(seed: str) -> dict[str, bool]:
@@ -417,56 +617,21 @@ def _protected_seed_files(seed: str) -> dict[str, bool]:
     return found
 
 
-def _stream(src: int, dst: int, limit: int | None) -> int | None:
-    """Copy ``src`` to ``dst`` in chunks; ``None`` if more than ``limit`` bytes came."""
-    total = 0
-    use_sendfile = True
-    while True:
-        want = _CHUNK if limit is None else min(_CHUNK, limit + 1 - total)
-        if want <= 0:
-            return None
-        if use_sendfile:
-            try:
-                n = os.sendfile(dst, src, total, want)
-            except OSError as exc:
-                if exc.errno not in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP) or total:
-                    raise
-                use_sendfile = False
-                continue
-        else:
-            data = os.read(src, want)
-            n = len(data)
-            view = memoryview(data)
-            while view:
-                view = view[os.write(dst, view) :]
-        if n == 0:
-            return total
-        total += n
-        if limit is not None and total > limit:
-            return None
-
-
 def same_file_content(a: str, b: str, size_a: int, size_b: int) -> bool:
-    """Whether two files (of the given sizes) hold the same bytes, compared in chunks."""
+    """Whether two files (of the given sizes) of trees KSI wrote hold the same bytes."""
     if size_a != size_b:
         return False
     try:
-        fa = os.open(a, _READ_FLAGS)
+        fa = os.open(a, READ_FLAGS)
     except OSError:
         return False
     try:
-        fb = os.open(b, _READ_FLAGS)
+        fb = os.open(b, READ_FLAGS)
     except OSError:
         os.close(fa)
         return False
     try:
-        while True:
-            da = os.read(fa, _CHUNK)
-            db = os.read(fb, _CHUNK)
-            if da != db:
-                return False
-            if not da:
-                return True
+        return same_content(fa, fb)
     except OSError:
         return False
     finally:
@@ -493,85 +658,3 @@ def _why(exc: OSError) -> str:
 def _unlink_quietly(path: str) -> None:
     with contextlib.suppress(OSError):
         os.unlink(path)
-
-
-def copy_tree(src: Path, dst: Path) -> None:
-    """Copy a tree KSI made (a seed, a captured repo) to a new ``dst``.
-
-    Symlinks are copied as links, permission bits are kept; timestamps and
-    extended attributes are not, since nothing graded depends on them. It
-    runs twice per attempt, so it is lean: one ``scandir`` per directory and
-    each file streamed with ``sendfile`` (``shutil.copytree`` makes about
-    three times the system calls).
-    """
-    os.mkdir(dst)
-    stack = [(os.fspath(src), os.fspath(dst))]
-    while stack:
-        src_dir, dst_dir = stack.pop()
-        with os.scandir(src_dir) as entries:
-            for entry in entries:
-                target = os.path.join(dst_dir, entry.name)
-                if entry.is_symlink():
-                    os.symlink(os.readlink(entry.path), target)
-                elif entry.is_dir():
-                    os.mkdir(target)
-                    stack.append((entry.path, target))
-                elif entry.is_file():
-                    _copy_regular_file(entry.path, target)
-
-
-def _copy_regular_file(src: str, dst: str) -> None:
-    fd = os.open(src, _READ_FLAGS)
-    try:
-        mode = os.fstat(fd).st_mode & 0o777
-        out = os.open(dst, _WRITE_FLAGS, 0o600)
-        try:
-            _stream(fd, out, None)
-            os.fchmod(out, mode)
-        finally:
-            os.close(out)
-    finally:
-        os.close(fd)
-
-
-def remove_tree(path: Path) -> None:
-    """Delete ``path`` whatever the agent did to it: 000 directories, deep nesting.
-
-    A missing path is fine. Symlinks are removed, never followed. Used for
-    capture's destination and fit for wiping a live workspace.
-    """
-    p = os.fspath(path)
-    try:
-        st = os.lstat(p)
-    except FileNotFoundError:
-        return
-    if not stat.S_ISDIR(st.st_mode):
-        os.unlink(p)
-        return
-    try:
-        shutil.rmtree(p)
-        return
-    except (OSError, RecursionError):
-        pass
-    _make_traversable(p)
-    try:
-        shutil.rmtree(p)
-    except (OSError, RecursionError):
-        # Deeper than Python's recursion limit: GNU rm walks any depth.
-        subprocess.run(["rm", "-rf", "--", p], check=False, capture_output=True)
-    if os.path.lexists(p):
-        raise OSError(errno.ENOTEMPTY, "could not remove directory tree", p)
-
-
-def _make_traversable(top: str) -> None:
-    """Give the owner rwx on every directory under ``top`` so it can be emptied."""
-    stack = [top]
-    while stack:
-        d = stack.pop()
-        with contextlib.suppress(OSError):
-            os.chmod(d, 0o700)
-        try:
-            with os.scandir(d) as it:
-                stack.extend(e.path for e in it if e.is_dir(follow_symlinks=False))
-        except OSError:
-            continue

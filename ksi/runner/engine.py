@@ -31,7 +31,7 @@ from ksi.errors import KsiError, KsiWarning, RunError, UserInputError
 from ksi.interfaces import AgentContext, AgentOutcome, AttemptContext, ExecResult
 from ksi.models import EvalResult, TaskSpec
 from ksi.plugins import get_plugins
-from ksi.runner.capture import capture_repo, copy_tree, remove_tree
+from ksi.runner.capture import CaptureReport, capture_repo, copy_tree, remove_tree
 from ksi.runner.components import component_name, grades_on_host, resolve
 from ksi.runner.config import RunConfig, resume_mismatches, task_set_fingerprint
 from ksi.runner.diff import write_diff
@@ -541,7 +541,7 @@ class Runner:
         result: ExecResult | None = None
         outcome = AgentOutcome()
         eval_result: EvalResult | None = None
-        skipped: tuple[Any, ...] = ()
+        capture: CaptureReport | None = None
         try:
             if (kept_aside := clear_attempt_dir(attempt_dir)) is not None:
                 self._warnings.append(kept_aside)
@@ -610,11 +610,13 @@ class Runner:
                 )
                 times["eval"] = time.monotonic() - t
 
+            # Nothing of the agent may run while its repo/ is read (an older handle: stop()).
+            getattr(handle, "halt", handle.stop)()
             t = time.monotonic()
             captured = attempt_dir / "captured" / "repo"
             report = capture_repo(repo, seed, captured, max_file_bytes=cfg.capture_max_file_bytes)
-            skipped = tuple(report.skipped)
-            raise_if_capture_hit_full_disk(skipped)
+            capture = report
+            raise_if_capture_hit_full_disk(capture.skipped)
             write_diff(seed, captured, attempt_dir / "diff.patch")
             times["capture"] = time.monotonic() - t
             handle.stop()
@@ -625,7 +627,7 @@ class Runner:
                 times["eval"] = time.monotonic() - t
             if cfg.wipe_workspace:
                 remove_tree(workspace)
-            record = self._make_record(base, outcome, result, eval_result, skipped, times, started)
+            record = self._make_record(base, outcome, result, eval_result, capture, times, started)
         except Exception as exc:
             record = AttemptRecord(
                 **base,
@@ -716,7 +718,7 @@ class Runner:
         outcome: AgentOutcome,
         result: ExecResult | None,
         eval_result: EvalResult | None,
-        skipped: tuple[Any, ...],
+        capture: CaptureReport | None,
         times: dict[str, float],
         started: float,
     ) -> AttemptRecord:
@@ -739,7 +741,8 @@ class Runner:
             timings=Timings(**times, total=time.monotonic() - started),
             usage=to_data(outcome.usage),
             final_message=outcome.final_message,
-            skipped_files=skipped,
+            skipped_files=capture.skipped if capture else (),
+            skipped_counts=capture.skipped_counts if capture else {},
             log_truncated=bool(result and result.output_truncated),
             error=outcome.error,
             finished_at=_now(),

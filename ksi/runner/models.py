@@ -59,7 +59,10 @@ class AttemptRecord:
     timings: Timings = attrs.field(factory=Timings)
     usage: dict[str, Any] = attrs.field(factory=dict)
     final_message: str = ""
+    #: The first paths capture skipped (at most ``capture.MAX_LISTED_SKIPS``), sorted.
     skipped_files: tuple[SkippedFile, ...] = ()
+    #: Every path capture skipped, counted by kind (``too_large``, ``symlink_outside``...).
+    skipped_counts: dict[str, int] = attrs.field(factory=dict)
     log_truncated: bool = False
     error: str = ""
     #: What kind of error stopped the attempt, when KSI knows: ``disk_full``
@@ -130,3 +133,7 @@ class RunSummary:
     cache_write_tokens: int = 0
     #: Problems found while reading the run (a corrupt journal line...), for the user.
     warnings: tuple[str, ...] = ()
+    #: Paths capture skipped (see each record's ``skipped_counts``), over the attempts counted.
+    skipped_files: int = 0
+    #: Attempts of which capture skipped at least one path.
+    attempts_with_skipped_files: int = 0

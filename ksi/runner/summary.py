@@ -126,4 +126,11 @@ def summarize(
         cache_read_tokens=usage_total("cache_read_tokens"),
         cache_write_tokens=usage_total("cache_write_tokens"),
         warnings=tuple(warnings),
+        skipped_files=sum(_skipped(r) for r in latest.values()),
+        attempts_with_skipped_files=sum(1 for r in latest.values() if _skipped(r)),
     )
+
+
+def _skipped(record: AttemptRecord) -> int:
+    """Paths capture skipped in one attempt (records older than the counts: their list)."""
+    return sum(record.skipped_counts.values()) or len(record.skipped_files)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ksi.fileops import copy_tree
+from ksi.fstree import copy_tree
 from ksi.models import TaskSpec
 
 __all__ = ["copy_tree", "describe_starting_files", "seed_repo"]

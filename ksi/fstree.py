@@ -1,0 +1,350 @@
+"""Walking, copying and removing directory trees without following a path anyone could swap.
+
+An agent's ``repo/`` is hostile ground: while KSI reads it, a process the
+agent left behind could swap a directory for a symlink to a host directory
+(``rename``/``renameat2(RENAME_EXCHANGE)``), and any code that joins path
+strings and opens the result would read the host file. So every tree KSI
+reads is walked by **directory file descriptor**: the root and each
+directory below it are opened with ``O_NOFOLLOW | O_DIRECTORY`` relative to
+their parent's descriptor, files with ``O_NOFOLLOW`` relative to theirs, and
+a name is never resolved again from a path string. A swap during the walk
+can only make an entry fail to open (it is then reported or skipped), never
+redirect the walk outside the tree.
+
+Open descriptors are bounded however deep the tree (:class:`Descent` keeps a
+few per level and re-opens the rest, checking that each re-opened directory
+is still the one it opened before).
+
+This module sits at the bottom layer (no KSI imports), so tasks (seeding),
+the runner (capture, grading copies) and environments (``copy_in``,
+``copy_out``) share one :func:`copy_tree` with one set of rules.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import shutil
+import stat
+import subprocess
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+#: Opening a directory of the tree: never through a symlink, never anything but a directory.
+DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+#: Opening a file to read: never through a symlink; a fifo does not block the open.
+READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+#: Creating a copy: a new file only, never written through a link already there.
+WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+#: Errors that mean "this name is a symlink or no longer what the listing said".
+SWAPPED_ERRNOS = frozenset({errno.ELOOP, errno.ENOTDIR})
+
+_CHUNK = 1024 * 1024
+#: Every level up to this depth keeps its descriptor open; deeper, one level in this many.
+_DENSE_DEPTH = 32
+
+
+def _kept(depth: int) -> bool:
+    return depth <= _DENSE_DEPTH or depth % _DENSE_DEPTH == 0
+
+
+class Descent:
+    """Descriptors of the directories along one path below a root descriptor.
+
+    :meth:`open` gives a descriptor for ``root/names...`` reached one
+    ``O_NOFOLLOW | O_DIRECTORY`` step at a time from the deepest directory
+    still open on the way. Consecutive calls of a depth-first walk share
+    their prefix, so most calls open one directory. A directory re-opened by
+    name (its level was not kept open) must be the same inode as when it was
+    first opened, else ``ESTALE``: it was moved while the walk ran.
+    """
+
+    def __init__(self, root_fd: int) -> None:
+        self._root = root_fd
+        self._names: list[str] = []
+        self._fds: list[int | None] = []
+        self._ids: list[tuple[int, int]] = []
+
+    def open(self, names: Sequence[str]) -> int:
+        """A new descriptor (the caller closes it) for the directory ``names`` below the root."""
+        k = 0
+        while k < min(len(self._names), len(names)) and self._names[k] == names[k]:
+            k += 1
+        self._truncate(k)
+        base_depth = max((i + 1 for i, fd in enumerate(self._fds) if fd is not None), default=0)
+        fd = self._root if base_depth == 0 else self._fds[base_depth - 1]
+        assert fd is not None
+        temp: int | None = None
+        try:
+            for depth in range(base_depth + 1, len(names) + 1):
+                new = os.open(names[depth - 1], DIR_FLAGS, dir_fd=fd)
+                if temp is not None:
+                    os.close(temp)
+                    temp = None
+                st = os.fstat(new)
+                ident = (st.st_dev, st.st_ino)
+                if depth <= len(self._names):  # a level not kept open: the same directory?
+                    temp = new
+                    if ident != self._ids[depth - 1]:
+                        raise OSError(errno.ESTALE, "directory moved while it was read")
+                else:
+                    last = len(self._fds)
+                    if last and self._fds[-1] is not None and not _kept(last):
+                        os.close(self._fds[-1])  # type: ignore[arg-type]
+                        self._fds[-1] = None
+                    self._names.append(names[depth - 1])
+                    self._fds.append(new)
+                    self._ids.append(ident)
+                fd = new
+            return os.dup(fd)
+        finally:
+            if temp is not None:
+                os.close(temp)
+
+    def _truncate(self, k: int) -> None:
+        for fd in self._fds[k:]:
+            if fd is not None:
+                os.close(fd)
+        del self._names[k:], self._fds[k:], self._ids[k:]
+
+    def close(self) -> None:
+        """Close every descriptor held (not the root's, which the caller owns)."""
+        self._truncate(0)
+
+
+#: ``visit(names, dir_fd, entries)`` -> names of the subdirectories to descend into.
+Visit = Callable[[tuple[str, ...], int, list[os.DirEntry[str]]], Sequence[str]]
+#: ``unreadable(names, error)``: a directory of the tree could not be opened or listed.
+Unreadable = Callable[[tuple[str, ...], OSError], None]
+
+
+def walk_fd(root_fd: int, visit: Visit, unreadable: Unreadable) -> None:
+    """Depth-first over the tree below ``root_fd``, one ``scandir`` per directory.
+
+    ``visit`` gets each directory's names from the root, a descriptor valid
+    during the call (use it as ``dir_fd=``), and its entries; it returns the
+    subdirectories to enter (entering opens them with ``O_NOFOLLOW``, so a
+    name that became a symlink is reported to ``unreadable``, not followed).
+    Iterative: any depth, bounded memory per level.
+    """
+    descent = Descent(root_fd)
+    stack: list[tuple[str, ...]] = [()]
+    try:
+        while stack:
+            names = stack.pop()
+            try:
+                fd = descent.open(names)
+            except OSError as exc:
+                unreadable(names, exc)
+                continue
+            try:
+                try:
+                    with os.scandir(fd) as it:
+                        entries = list(it)
+                except OSError as exc:
+                    unreadable(names, exc)
+                    continue
+                children = visit(names, fd, entries)
+            finally:
+                os.close(fd)
+            stack.extend((*names, child) for child in reversed(children))
+    finally:
+        descent.close()
+
+
+def open_root(path: Path | str) -> int:
+    """A descriptor for the tree's root directory, refusing a symlink in its place."""
+    return os.open(os.fspath(path), DIR_FLAGS)
+
+
+def stream(src: int, dst: int, limit: int | None = None) -> int | None:
+    """Copy ``src`` to ``dst`` (``sendfile``, else read/write); ``None`` past ``limit`` bytes."""
+    total = 0
+    use_sendfile = True
+    while True:
+        want = _CHUNK if limit is None else min(_CHUNK, limit + 1 - total)
+        if want <= 0:
+            return None
+        if use_sendfile:
+            try:
+                n = os.sendfile(dst, src, total, want)
+            except OSError as exc:
+                if exc.errno not in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP) or total:
+                    raise
+                use_sendfile = False
+                continue
+        else:
+            data = os.read(src, want)
+            n = len(data)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(dst, view) :]
+        if n == 0:
+            return total
+        total += n
+        if limit is not None and total > limit:
+            return None
+
+
+def same_content(fa: int, fb: int) -> bool:
+    """Whether two open files hold the same bytes (read from the start, in chunks)."""
+    offset = 0
+    while True:
+        da = os.pread(fa, _CHUNK, offset)
+        db = os.pread(fb, _CHUNK, offset)
+        if da != db:
+            return False
+        if not da:
+            return True
+        offset += len(da)
+
+
+def copy_tree(src: Path, dst: Path, *, merge: bool = False) -> None:
+    """Copy the tree ``src`` to ``dst``: the one tree copy of KSI, with one set of rules.
+
+    * symlinks are copied as links (their target text), never followed;
+    * fifos, sockets and devices are skipped (reading a fifo would hang);
+    * files keep their permission bits; directories are created writable
+      (timestamps and extended attributes are not kept: nothing graded
+      depends on them);
+    * ``src`` is walked by directory descriptor (:func:`walk_fd`), so a tree
+      being changed while it is copied cannot make the copy read outside it.
+
+    ``dst`` must not exist, unless ``merge``: then it may be a directory,
+    and whatever is in the way of a copied entry is replaced (never written
+    through). Each file is streamed with ``sendfile``: a third of the system
+    calls of ``shutil.copytree``. Raises ``OSError`` on the first failure.
+    """
+    root = open_root(src)
+    try:
+        dst_path = os.fspath(dst)
+        if not (merge and _is_real_dir(dst_path)):
+            os.mkdir(dst_path)
+
+        def visit(names: tuple[str, ...], fd: int, entries: list[os.DirEntry[str]]) -> list[str]:
+            out_dir = os.path.join(dst_path, *names)
+            children = []
+            for entry in entries:
+                target = os.path.join(out_dir, entry.name)
+                if entry.is_symlink():
+                    link = os.readlink(entry.name, dir_fd=fd)
+                    if merge:
+                        _clear(target)
+                    os.symlink(link, target)
+                elif entry.is_dir(follow_symlinks=False):
+                    if not (merge and _is_real_dir(target)):
+                        if merge:
+                            _clear(target)
+                        os.mkdir(target)
+                    children.append(entry.name)
+                elif entry.is_file(follow_symlinks=False):
+                    if merge:
+                        _clear(target)
+                    copy_file_at(fd, entry.name, target)
+            return children
+
+        def unreadable(names: tuple[str, ...], exc: OSError) -> None:
+            raise exc
+
+        walk_fd(root, visit, unreadable)
+    finally:
+        os.close(root)
+
+
+def copy_file_at(dir_fd: int | None, name: str, dst: str) -> bool:
+    """Copy the regular file ``name`` (in ``dir_fd``) to a new ``dst``, keeping its mode.
+
+    False (nothing written) when ``name`` turned out not to be a regular file.
+    """
+    fd = os.open(name, READ_FLAGS, dir_fd=dir_fd)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return False
+        out = os.open(dst, WRITE_FLAGS, 0o600)
+        try:
+            stream(fd, out)
+            os.fchmod(out, st.st_mode & 0o7777)
+        finally:
+            os.close(out)
+    finally:
+        os.close(fd)
+    return True
+
+
+def _is_real_dir(path: str) -> bool:
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def _clear(path: str) -> None:
+    """Remove whatever is at ``path`` (a link is removed, never followed)."""
+    if os.path.lexists(path):
+        remove_tree(Path(path))
+
+
+def remove_tree(path: Path) -> None:
+    """Delete ``path`` whatever was done to it: 000 directories, deep nesting, symlinks.
+
+    A missing path is fine. Symlinks are removed, never followed:
+    ``shutil.rmtree`` walks by descriptor on Linux; directories it cannot
+    enter are made traversable through descriptors too (never ``chmod`` on
+    a path that could have become a link), and a tree deeper than Python's
+    recursion limit goes to GNU ``rm -rf``, which walks any depth safely.
+    """
+    p = os.fspath(path)
+    try:
+        st = os.lstat(p)
+    except FileNotFoundError:
+        return
+    if not stat.S_ISDIR(st.st_mode):
+        os.unlink(p)
+        return
+    try:
+        shutil.rmtree(p)
+        return
+    except (OSError, RecursionError):
+        pass
+    _make_traversable(p)
+    try:
+        shutil.rmtree(p)
+    except (OSError, RecursionError):
+        subprocess.run(["rm", "-rf", "--", p], check=False, capture_output=True)
+    if os.path.lexists(p):
+        raise OSError(errno.ENOTEMPTY, "could not remove directory tree", p)
+
+
+def _chmod_dir_at(dir_fd: int | None, name: str, mode: int) -> None:
+    """``chmod`` the directory ``name`` itself: opened ``O_PATH | O_NOFOLLOW``, changed by fd."""
+    fd = os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=dir_fd)
+    try:
+        os.chmod(f"/proc/self/fd/{fd}", mode)
+    finally:
+        os.close(fd)
+
+
+def _make_traversable(top: str) -> None:
+    """Give the owner rwx on every directory under ``top`` so it can be emptied."""
+    with contextlib.suppress(OSError):
+        _chmod_dir_at(None, top, 0o700)
+    try:
+        root = open_root(top)
+    except OSError:
+        return
+
+    def visit(names: tuple[str, ...], fd: int, entries: list[os.DirEntry[str]]) -> list[str]:
+        children = []
+        for entry in entries:
+            with contextlib.suppress(OSError):
+                if entry.is_dir(follow_symlinks=False):
+                    _chmod_dir_at(fd, entry.name, 0o700)
+                    children.append(entry.name)
+        return children
+
+    try:
+        walk_fd(root, visit, lambda names, exc: None)
+    finally:
+        os.close(root)
