@@ -11,9 +11,9 @@ a name is never resolved again from a path string. A swap during the walk
 can only make an entry fail to open (it is then reported or skipped), never
 redirect the walk outside the tree.
 
-Open descriptors are bounded however deep the tree (:class:`Descent` keeps a
-few per level and re-opens the rest, checking that each re-opened directory
-is still the one it opened before).
+Open descriptors stay few however deep the tree: :class:`Descent` keeps
+about ``32 + log2(depth)`` open and re-opens the others by name when the
+walk climbs back, checking that each is still the directory it opened.
 
 This module sits at the bottom layer (no KSI imports), so tasks (seeding),
 the runner (capture, grading copies) and environments (``copy_in``,
@@ -41,12 +41,15 @@ WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXE
 SWAPPED_ERRNOS = frozenset({errno.ELOOP, errno.ENOTDIR})
 
 _CHUNK = 1024 * 1024
-#: Every level up to this depth keeps its descriptor open; deeper, one level in this many.
-_DENSE_DEPTH = 32
+#: Every level up to this depth keeps its descriptor open.
+_DENSE_DEPTH = 16
+#: So do the deepest levels of the current path...
+_WINDOW = 16
 
 
-def _kept(depth: int) -> bool:
-    return depth <= _DENSE_DEPTH or depth % _DENSE_DEPTH == 0
+def _always_kept(depth: int) -> bool:
+    """...and the levels at powers of two: about ``32 + log2(depth)`` descriptors in all."""
+    return depth <= _DENSE_DEPTH or depth & (depth - 1) == 0
 
 
 class Descent:
@@ -89,18 +92,23 @@ class Descent:
                     if ident != self._ids[depth - 1]:
                         raise OSError(errno.ESTALE, "directory moved while it was read")
                 else:
-                    last = len(self._fds)
-                    if last and self._fds[-1] is not None and not _kept(last):
-                        os.close(self._fds[-1])  # type: ignore[arg-type]
-                        self._fds[-1] = None
                     self._names.append(names[depth - 1])
                     self._fds.append(new)
                     self._ids.append(ident)
+                    self._leave_window(depth - _WINDOW)
                 fd = new
             return os.dup(fd)
         finally:
             if temp is not None:
                 os.close(temp)
+
+    def _leave_window(self, depth: int) -> None:
+        """Close the level ``depth`` (it left the window) unless it is always kept."""
+        if depth >= 1 and not _always_kept(depth):
+            fd = self._fds[depth - 1]
+            if fd is not None:
+                os.close(fd)
+                self._fds[depth - 1] = None
 
     def _truncate(self, k: int) -> None:
         for fd in self._fds[k:]:

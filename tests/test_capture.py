@@ -395,3 +395,101 @@ def test_copy_tree_keeps_links_modes_and_nesting(tmp_path: Path) -> None:
     assert (dst / "empty").is_dir()
     with pytest.raises(FileExistsError):
         copy_tree(src, dst)
+
+
+_CHILD_ROOT = """
+import json, sys
+from pathlib import Path
+from ksi.runner.capture import capture_repo
+live, seed, dest = map(Path, sys.argv[1:4])
+report = capture_repo(live, seed, dest)
+files = sorted(str(p.relative_to(dest)) for p in dest.rglob("*") if p.is_file())
+print(json.dumps({"skipped": {s.path: s.reason for s in report.skipped},
+                  "missing": report.repo_missing, "unreadable": report.repo_unreadable,
+                  "counts": report.skipped_counts, "files": files}))
+"""
+
+
+def test_unreadable_live_repo_is_reported_as_unreadable_not_deleted(tmp_path: Path) -> None:
+    seed = tmp_path / "seed"
+    seed.mkdir()
+    (seed / "test_x.py").write_text("assert True\n")
+    live = tmp_path / "live"
+    live.mkdir()
+    (live / "work.py").write_text("x = 1\n")
+    live.chmod(0o000)
+    args = [str(live), str(seed), str(tmp_path / "dest")]
+    try:
+        proc = subprocess.run(
+            [*_unprivileged(), sys.executable, "-c", _CHILD_ROOT, *args],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+    finally:
+        live.chmod(0o755)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    reason = out["skipped"]["."]
+    assert "unreadable" in reason and "Permission denied" in reason and "0000" in reason
+    assert "deleted" not in reason and "missing" not in reason
+    assert out["unreadable"] and not out["missing"]
+    assert out["counts"] == {"repo_unreadable": 1}
+    assert out["files"] == ["test_x.py"]
+
+
+def test_skipped_list_is_capped_but_every_skip_is_counted(
+    trees: tuple[Path, Path, Path],
+) -> None:
+    from ksi.runner.capture import MAX_LISTED_SKIPS
+
+    seed, live, dest = trees
+    planted = live / "planted"
+    planted.mkdir()
+    for i in range(MAX_LISTED_SKIPS + 300):
+        (planted / f"test_{i:05d}.py").write_text("assert True\n")
+    (live / "passwd").symlink_to("/etc/passwd")
+    report = capture_repo(live, seed, dest)
+    assert len(report.skipped) == MAX_LISTED_SKIPS
+    assert report.skipped_counts == {"symlink_outside": 1, "test_created": MAX_LISTED_SKIPS + 300}
+    assert report.skipped_total == MAX_LISTED_SKIPS + 301
+    listed = [s.path for s in report.skipped]
+    assert listed == sorted(listed) and listed[0] == "passwd"
+
+
+_CHILD_FEW_FDS = """
+import resource, sys
+from pathlib import Path
+from ksi.runner.capture import capture_repo, remove_tree
+resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
+live, seed, dest = map(Path, sys.argv[1:4])
+report = capture_repo(live, seed, dest)
+assert report.skipped == (), report.skipped
+leaf = Path(dest, *["d"] * 1200, "leaf.txt")
+assert leaf.read_text() == "bottom\\n", leaf
+remove_tree(dest)
+print("ok")
+"""
+
+
+def test_deep_nesting_is_captured_with_few_file_descriptors(
+    trees: tuple[Path, Path, Path],
+) -> None:
+    seed, live, dest = trees
+    try:
+        deep = str(live)
+        for _ in range(1200):
+            deep = os.path.join(deep, "d")
+            os.mkdir(deep)
+        Path(deep, "leaf.txt").write_text("bottom\n")
+        proc = subprocess.run(
+            [sys.executable, "-c", _CHILD_FEW_FDS, str(live), str(seed), str(dest)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        assert proc.stdout.strip() == "ok"
+    finally:
+        remove_tree(live)
+        remove_tree(dest)

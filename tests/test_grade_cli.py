@@ -219,3 +219,15 @@ def test_real_process_exit_codes(tasks_file: Path, workspace: Path) -> None:
     assert bad.returncode == 2
     assert bad.stderr.startswith("error: --task-id: no task 'nope'")
     assert "Traceback" not in bad.stderr
+
+
+def test_negative_zero_in_score_json_is_shown_as_zero(tmp_path: Path, workspace: Path) -> None:
+    path = tmp_path / "neg.jsonl"
+    negative_zero = "echo '{\"score\": -0.0}' > score.json"
+    task = {"task_id": "neg", "prompt": "p", "eval": {"command": negative_zero}}
+    path.write_text(json.dumps(task) + "\n")
+    plain = grade(path, "neg", workspace)
+    assert plain.exit_code == 0, plain.output
+    assert "score:      0.0" in plain.stdout.splitlines()
+    r = grade(path, "neg", workspace, "--json")
+    assert '"native_score": 0.0,' in r.stdout.splitlines()[2]
