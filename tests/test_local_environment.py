@@ -267,6 +267,31 @@ def test_stop_from_another_thread_kills_a_running_exec(handle: LocalHandle) -> N
     )
 
 
+def test_halt_ends_a_running_exec_and_refuses_new_ones(handle: LocalHandle) -> None:
+    """What the runner relies on before capture: after halt() nothing of the attempt runs."""
+    marker = _marker()
+    done = threading.Event()
+
+    def run() -> None:
+        _exec(handle, _sh(f"env -u {TAG_VAR} sleep {marker} & sleep {marker}"), timeout=None)
+        done.set()
+
+    t = threading.Thread(target=run)
+    t.start()
+    for _ in range(600):
+        if len(_alive_with(marker)) >= 3:  # the shell and its two sleeps
+            break
+        threading.Event().wait(0.05)
+    assert len(_alive_with(marker)) >= 3
+    handle.halt()
+    assert done.is_set(), "halt() returned while the exec still ran"
+    assert _alive_with(marker) == []
+    t.join(timeout=60)
+    after = _exec(handle, _sh(f"sleep {marker}"))
+    assert after.spawn_error is not None and after.exit_code is None
+    assert _alive_with(marker) == []
+
+
 def test_copy_in_and_copy_out(handle: LocalHandle, tmp_path: Path) -> None:
     src = tmp_path / "hidden_tests"
     (src / "sub").mkdir(parents=True)

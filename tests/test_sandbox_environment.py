@@ -207,6 +207,31 @@ def test_background_processes_do_not_outlive_the_exec(tmp_path: Path) -> None:
     assert _sleepers(marker) == []
 
 
+def test_halt_leaves_no_process_even_one_that_left_the_session_and_cleared_its_env(
+    tmp_path: Path,
+) -> None:
+    """What escapes the tree kill on ``local`` (``setsid env -i``) dies with the PID namespace."""
+    marker = str(9_000_000 + uuid.uuid4().int % 1_000_000)
+    handle = _start(_env(), tmp_path)
+    try:
+        code, _, _, _ = _sh(handle, f"setsid env -i sleep {marker} & echo started", tmp_path)
+        assert code == 0
+        handle.halt()
+        assert _sleepers(marker) == []
+        handle.halt()  # idempotent
+        res = handle.exec(
+            Invocation(("/bin/sh", "-c", f"sleep {marker}")),
+            timeout=60,
+            stdout_path=tmp_path / "out",
+            stderr_path=tmp_path / "err",
+            log_cap_bytes=1000,
+        )
+        assert res.spawn_error is not None and res.exit_code is None
+        assert _sleepers(marker) == []
+    finally:
+        handle.stop()
+
+
 def test_environment_is_scrubbed_and_capabilities_dropped(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
