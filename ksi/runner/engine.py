@@ -614,8 +614,7 @@ class Runner:
             getattr(handle, "halt", handle.stop)()
             t = time.monotonic()
             captured = attempt_dir / "captured" / "repo"
-            report = capture_repo(repo, seed, captured, max_file_bytes=cfg.capture_max_file_bytes)
-            capture = report
+            capture = capture_repo(repo, seed, captured, max_file_bytes=cfg.capture_max_file_bytes)
             raise_if_capture_hit_full_disk(capture.skipped)
             write_diff(seed, captured, attempt_dir / "diff.patch")
             times["capture"] = time.monotonic() - t
