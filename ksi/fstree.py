@@ -216,8 +216,10 @@ def copy_tree(src: Path, dst: Path, *, merge: bool = False) -> None:
     * files keep their permission bits; directories are created writable
       (timestamps and extended attributes are not kept: nothing graded
       depends on them);
-    * ``src`` is walked by directory descriptor (:func:`walk_fd`), so a tree
-      being changed while it is copied cannot make the copy read outside it.
+    * both trees are walked by directory descriptor (:func:`walk_fd`): a
+      tree being changed while it is copied cannot make the copy read from,
+      or write to, anywhere outside it (a destination directory turned into
+      a symlink fails the copy).
 
     ``dst`` must not exist, unless ``merge``: then it may be a directory,
     and whatever is in the way of a copied entry is replaced (never written
@@ -229,48 +231,58 @@ def copy_tree(src: Path, dst: Path, *, merge: bool = False) -> None:
         dst_path = os.fspath(dst)
         if not (merge and _is_real_dir(dst_path)):
             os.mkdir(dst_path)
+        out_root = open_root(dst_path)
+        out = Descent(out_root)
 
         def visit(names: tuple[str, ...], fd: int, entries: list[os.DirEntry[str]]) -> list[str]:
-            out_dir = os.path.join(dst_path, *names)
             children = []
-            for entry in entries:
-                target = os.path.join(out_dir, entry.name)
-                if entry.is_symlink():
-                    link = os.readlink(entry.name, dir_fd=fd)
-                    if merge:
-                        _clear(target)
-                    os.symlink(link, target)
-                elif entry.is_dir(follow_symlinks=False):
-                    if not (merge and _is_real_dir(target)):
+            out_fd = out.open(names)
+            try:
+                for entry in entries:
+                    name = entry.name
+                    if entry.is_symlink():
+                        link = os.readlink(name, dir_fd=fd)
                         if merge:
-                            _clear(target)
-                        os.mkdir(target)
-                    children.append(entry.name)
-                elif entry.is_file(follow_symlinks=False):
-                    if merge:
-                        _clear(target)
-                    copy_file_at(fd, entry.name, target)
+                            _clear_at(out_fd, name)
+                        os.symlink(link, name, dir_fd=out_fd)
+                    elif entry.is_dir(follow_symlinks=False):
+                        if not (merge and _is_dir_at(out_fd, name)):
+                            if merge:
+                                _clear_at(out_fd, name)
+                            os.mkdir(name, dir_fd=out_fd)
+                        children.append(name)
+                    elif entry.is_file(follow_symlinks=False):
+                        if merge:
+                            _clear_at(out_fd, name)
+                        copy_file_at(fd, name, name, dst_dir_fd=out_fd)
+            finally:
+                os.close(out_fd)
             return children
 
         def unreadable(names: tuple[str, ...], exc: OSError) -> None:
             raise exc
 
-        walk_fd(root, visit, unreadable)
+        try:
+            walk_fd(root, visit, unreadable)
+        finally:
+            out.close()
+            os.close(out_root)
     finally:
         os.close(root)
 
 
-def copy_file_at(dir_fd: int | None, name: str, dst: str) -> bool:
-    """Copy the regular file ``name`` (in ``dir_fd``) to a new ``dst``, keeping its mode.
+def copy_file_at(dir_fd: int | None, name: str, dst: str, *, dst_dir_fd: int | None = None) -> bool:
+    """Copy the regular file ``name`` (in ``dir_fd``) to a new ``dst`` (in ``dst_dir_fd``).
 
-    False (nothing written) when ``name`` turned out not to be a regular file.
+    The mode is kept. False (nothing written) when ``name`` turned out not to
+    be a regular file.
     """
     fd = os.open(name, READ_FLAGS, dir_fd=dir_fd)
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             return False
-        out = os.open(dst, WRITE_FLAGS, 0o600)
+        out = os.open(dst, WRITE_FLAGS, 0o600, dir_fd=dst_dir_fd)
         try:
             stream(fd, out)
             os.fchmod(out, st.st_mode & 0o7777)
@@ -288,10 +300,23 @@ def _is_real_dir(path: str) -> bool:
         return False
 
 
-def _clear(path: str) -> None:
-    """Remove whatever is at ``path`` (a link is removed, never followed)."""
-    if os.path.lexists(path):
-        remove_tree(Path(path))
+def _is_dir_at(dir_fd: int, name: str) -> bool:
+    try:
+        return stat.S_ISDIR(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
+
+
+def _clear_at(dir_fd: int, name: str) -> None:
+    """Remove whatever is at ``name`` in ``dir_fd`` (a link is removed, never followed)."""
+    try:
+        st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return
+    if stat.S_ISDIR(st.st_mode):
+        shutil.rmtree(name, dir_fd=dir_fd)  # descriptor-based: never follows a link
+    else:
+        os.unlink(name, dir_fd=dir_fd)
 
 
 def remove_tree(path: Path) -> None:

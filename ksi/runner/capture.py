@@ -197,6 +197,8 @@ _UNCHANGED = "unchanged"
 class _Capture:
     def __init__(self, live: Path, seed: Path, dest: Path, max_file_bytes: int) -> None:
         self.live = os.path.abspath(live)
+        #: Where an absolute link target inside the live repo may point (both spellings).
+        self.live_roots = (self.live, os.path.realpath(self.live))
         self.seed = os.path.abspath(seed)
         self.dest = os.path.abspath(dest)
         self.max = max_file_bytes
@@ -347,7 +349,7 @@ class _Capture:
             except OSError as exc:
                 self.skip(rel, "unreadable", f"unreadable symlink: {_why(exc)}")
                 return False
-            self._write_link(rel, target, (self.live, os.path.realpath(self.live)))
+            self._write_link(rel, target, self.live_roots)
         elif entry.is_file(follow_symlinks=False):
             self._copy_file(fd, name, dst, rel, self.max)
         else:
