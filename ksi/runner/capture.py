@@ -97,8 +97,6 @@ NOISE_SUFFIXES = (".pyc",)
 #: Never captured: only the eval command may write a score.
 SCORE_FILE_NAME = "score.json"
 
-_CHUNK = 1024 * 1024
-
 
 @attrs.frozen
 class CaptureReport:
