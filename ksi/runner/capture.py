@@ -181,7 +181,8 @@ def capture_repo(
 
     ``seed`` is the task's pristine repo/ (the source of every test-named
     file). ``dest`` is replaced if it exists. Never raises for anything found
-    in ``live``; raises ``OSError`` only if ``dest`` itself cannot be created.
+    in ``live``; raises ``OSError`` if ``dest`` itself cannot be created or
+    the disk fills up (``ENOSPC``/``EDQUOT``) while it is written.
     """
     if max_file_bytes < 0:
         raise ValueError(f"max_file_bytes must be >= 0, got {max_file_bytes}")
@@ -651,7 +652,19 @@ def _kind(mode: int) -> str:
     return "unknown type"
 
 
+#: A full disk (or quota) is not a problem of one path: capture stops and raises it.
+_DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
+
+
 def _why(exc: OSError) -> str:
+    """Why one path was skipped, for its entry; a full disk is raised instead.
+
+    A capture with files missing because the disk filled would be graded as
+    if the agent had not written them, and past the listed 200 skips nobody
+    would see why.
+    """
+    if exc.errno in _DISK_FULL_ERRNOS:
+        raise exc
     return exc.strerror or str(exc)
 
 
