@@ -153,10 +153,10 @@ class LocalHandle:
         """End every process this handle started; later execs are refused.
 
         On local, halting is stopping: an exec that returned has already
-        killed its process group and every process carrying its tag, and
-        :meth:`stop` kills whatever a still-running exec started. (A process
-        that left the session *and* cleared its environment cannot be found
-        on local; see the module docstring.)
+        killed its tree (its cgroup, process group and tagged processes), and
+        :meth:`stop` kills whatever a still-running exec started. (Without a
+        cgroup, a process that left the process group *and* cleared its
+        environment cannot be found; see the module docstring.)
         """
         self.stop()
 
