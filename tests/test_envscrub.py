@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from ksi.environments.envscrub import ALLOWED, check_agent_env, missing_required, scrubbed_env
 from ksi.environments.local import LocalEnvironment
 from ksi.errors import UserInputError
 from ksi.interfaces import AttemptContext, Invocation
 from ksi.models import TaskSpec
+from ksi.runner.envscrub import ALLOWED, check_agent_env, missing_required, scrubbed_env
 from tests.run_helpers import ksi
 
 HOST = {
