@@ -9,21 +9,36 @@ lookup and listings.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, ClassVar, Literal, Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, ClassVar, Literal, Protocol, runtime_checkable
 
 import attrs
 
-from ksi.models import EvalResult, Problem, TaskSpec
+from ksi.models import EvalResult, Problem, TaskSpec, Usage
+from ksi.proc import ProcResult
 
-T = TypeVar("T")
+if TYPE_CHECKING:
+    from ksi.runner.job import AttemptJob, JobOutcome
 
+#: How a process started by an environment ended: the one process-result type
+#: (:class:`ksi.proc.ProcResult`), under the name environment and agent plugins use.
+ExecResult = ProcResult
 
-class Component(Protocol):
-    name: ClassVar[str]
-    aliases: ClassVar[tuple[str, ...]]
-    description: ClassVar[str]
+__all__ = [
+    "Agent",
+    "AgentContext",
+    "AgentOutcome",
+    "AttemptContext",
+    "Environment",
+    "EnvironmentHandle",
+    "Evaluator",
+    "ExecResult",
+    "Executor",
+    "Invocation",
+    "TaskSource",
+    "Usage",
+]
 
 
 @runtime_checkable
@@ -58,22 +73,6 @@ class Invocation:
     env: Mapping[str, str] = attrs.field(factory=dict)
     stdin: str | None = None
     cwd: str = "."
-
-
-@attrs.frozen
-class ExecResult:
-    """How a process started by an environment ended."""
-
-    exit_code: int | None
-    duration_sec: float
-    timed_out: bool = False
-    spawn_error: str | None = None
-    stdout_path: str = ""
-    stderr_path: str = ""
-    #: True when a log reached its size cap and later output was discarded.
-    output_truncated: bool = False
-    #: Processes found and killed after the main process ended or timed out.
-    stragglers_killed: int = 0
 
 
 class EnvironmentHandle(Protocol):
@@ -183,32 +182,6 @@ class AgentContext:
 
 
 @attrs.frozen
-class Usage:
-    """Tokens and money an agent reports having spent on one attempt."""
-
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cache_read_tokens: int = 0
-    cache_write_tokens: int = 0
-    cost_usd: float | None = None
-    turns: int | None = None
-
-
-#: Agent outcome statuses the runner understands.
-AgentStatus = Literal[
-    "completed",
-    "timeout",
-    "crashed",
-    "auth_error",
-    "rate_limited",
-    "context_exceeded",
-    "budget_exceeded",
-    "error",
-]
-RETRYABLE_AGENT_STATUSES: frozenset[str] = frozenset({"rate_limited"})
-
-
-@attrs.frozen
 class AgentOutcome:
     """What the agent did, read from its exit status and its own output."""
 
@@ -229,7 +202,7 @@ class Agent(Protocol):
     #: Host variables passed through when set (base URLs, optional keys). An
     #: agent may also define ``optional_env_for(host_env, model) -> tuple[str, ...]``
     #: to pass a provider mode's keys only while that mode is on (see
-    #: :func:`ksi.environments.envscrub.agent_optional_env`).
+    #: :func:`ksi.runner.envscrub.agent_optional_env`).
     optional_env: ClassVar[tuple[str, ...]]
 
     def check_tasks(self, tasks: Sequence[TaskSpec]) -> list[str]:
@@ -249,6 +222,13 @@ class Agent(Protocol):
 
     def outcome(self, ctx: AgentContext, result: ExecResult | None) -> AgentOutcome:
         """Classify the run and read usage from the agent's logs."""
+        ...
+
+    def missing_credentials(self, env: Mapping[str, str]) -> list[str]:
+        """What keeps the agent from authenticating ("one of these keys, or a login file").
+
+        Checked with the host environment before a run starts; empty when all is well.
+        """
         ...
 
 
@@ -281,18 +261,52 @@ class Evaluator(Protocol):
 
 
 class Executor(Protocol):
-    """Schedules attempts: runs callables with bounded concurrency."""
+    """Moves attempt jobs to where they run, and their outcomes back.
+
+    The driver (:mod:`ksi.runner.driver`) calls :meth:`start` once, then
+    :meth:`submit` at most ``concurrency`` jobs at a time (it keeps the
+    in-flight window itself, so a 10,000-task run never holds 10,000 jobs),
+    reads :meth:`as_completed`, submits more, and finally :meth:`shutdown`.
+    A job is a frozen, picklable :class:`ksi.runner.job.AttemptJob`; running
+    it is :func:`ksi.runner.attempt.run_job` (which calls
+    :func:`ksi.runner.attempt.execute_attempt`), in any process or on any
+    machine. An executor never writes the journal, never retries, never
+    looks inside a record.
+    """
 
     name: ClassVar[str]
     aliases: ClassVar[tuple[str, ...]]
     description: ClassVar[str]
 
-    def map_unordered(
-        self, fn: Callable[[T], Any], items: Iterable[T], concurrency: int
-    ) -> Iterator[Any]:
-        """Yield ``fn(item)`` for every item, as each finishes."""
+    def start(self, concurrency: int) -> None:
+        """Get ready to run up to ``concurrency`` jobs at once (threads, workers...)."""
+        ...
+
+    def submit(self, job: AttemptJob) -> None:
+        """Start ``job`` (or queue it); return at once."""
+        ...
+
+    def as_completed(self, timeout: float | None = None) -> Iterator[JobOutcome]:
+        """Yield the outcome of each submitted job as it finishes.
+
+        Returns when no submitted job is outstanding, or when ``timeout``
+        seconds pass with none finishing (the driver then starts a retry that
+        has waited out its backoff). Calling it again continues with the jobs
+        still outstanding. A job whose execution raised, or whose worker died,
+        is an outcome with ``error`` set, never an exception here.
+        """
+        ...
+
+    def cancel(self) -> None:
+        """Ctrl-C: start nothing new and stop every running job, wherever it runs.
+
+        In this process that is :func:`ksi.runner.cancel.cancel_session` for
+        the jobs' ``session_id``; a remote executor must make the same call in
+        every process that runs the session's jobs. Outcomes of cancelled jobs
+        still arrive through :meth:`as_completed` (the driver discards them).
+        """
         ...
 
     def shutdown(self) -> None:
-        """Stop scheduling; called on completion and on Ctrl-C."""
+        """Release threads, processes or connections; called once, after the last outcome."""
         ...

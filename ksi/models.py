@@ -165,3 +165,15 @@ class EvalResult:
             "notes": list(self.notes),
             "details": dict(self.details),
         }
+
+
+@attrs.frozen
+class Usage:
+    """Tokens and money an agent reports having spent on one attempt."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    cost_usd: float | None = None
+    turns: int | None = None

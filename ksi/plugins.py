@@ -237,7 +237,9 @@ PROTOCOLS: dict[str, str] = {
 }
 
 #: Protocol methods the runner treats as optional (it checks for them before calling).
-OPTIONAL_METHODS: dict[str, frozenset[str]] = {"agent": frozenset({"check_tasks"})}
+OPTIONAL_METHODS: dict[str, frozenset[str]] = {
+    "agent": frozenset({"check_tasks", "missing_credentials"})
+}
 
 
 def required_methods(kind: str) -> list[str]:

@@ -49,10 +49,19 @@ DRAIN_SEC = 2.0
 
 @attrs.frozen
 class ProcResult:
+    """How a process tree ended: a host run here, or an environment's ``exec``.
+
+    One type for both (:data:`ksi.interfaces.ExecResult` is this class), so
+    graders and agents read any process result the same way.
+    """
+
     exit_code: int | None
     duration_sec: float
     timed_out: bool = False
     spawn_error: str | None = None
+    stdout_path: str = ""
+    stderr_path: str = ""
+    #: True when a log reached its size cap and later output was discarded.
     output_truncated: bool = False
     #: Processes other than the main one that were still alive at the end and were killed.
     stragglers_killed: int = 0
@@ -459,11 +468,19 @@ def run_process(
     the process starts; a log that cannot be created is a spawn error.
     """
     tag = tag or new_tag()
+    out_path, err_path = str(stdout_path or ""), str(stderr_path or "")
     inherited = [t for t in os.environ.get(TAG_VAR, "").split(",") if t]
     full_env = {**env, TAG_VAR: ",".join([*inherited, tag])}
     started = time.monotonic()
     if cancel is not None and cancel.is_set():
-        return ProcResult(None, 0.0, spawn_error="cancelled before start", cancelled=True)
+        return ProcResult(
+            None,
+            0.0,
+            spawn_error="cancelled before start",
+            cancelled=True,
+            stdout_path=out_path,
+            stderr_path=err_path,
+        )
     _become_subreaper()
     logs: list[IO[bytes] | None] = []
     group = cgroups.create(cgroups.name_for(tag, cgroup_label))
@@ -478,7 +495,11 @@ def run_process(
         if group is not None:
             group.remove()
         return ProcResult(
-            None, time.monotonic() - started, spawn_error=f"{type(exc).__name__}: {exc}"
+            None,
+            time.monotonic() - started,
+            spawn_error=f"{type(exc).__name__}: {exc}",
+            stdout_path=out_path,
+            stderr_path=err_path,
         )
     pgid = proc.pid
     assert proc.stdout is not None and proc.stderr is not None
@@ -521,6 +542,8 @@ def run_process(
         output_truncated=any(c.truncated for c in copiers),
         stragglers_killed=stragglers,
         cancelled=how == "cancelled",
+        stdout_path=out_path,
+        stderr_path=err_path,
     )
 
 

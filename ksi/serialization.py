@@ -14,9 +14,14 @@ from typing import Any, TypeVar
 
 import cattrs
 
+from ksi.models import EvalResult
+
 T = TypeVar("T")
 
 converter = cattrs.Converter()
+# An EvalResult is written as the original KSI's result dict (with its derived
+# ``resolved``), which reading ignores.
+converter.register_unstructure_hook(EvalResult, EvalResult.as_dict)
 
 
 def to_data(obj: Any) -> Any:

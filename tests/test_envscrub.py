@@ -7,11 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from ksi.environments.envscrub import ALLOWED, check_agent_env, missing_required, scrubbed_env
 from ksi.environments.local import LocalEnvironment
-from ksi.errors import UserInputError
 from ksi.interfaces import AttemptContext, Invocation
 from ksi.models import TaskSpec
+from ksi.runner.envscrub import ALLOWED, missing_required, scrubbed_env
 from tests.run_helpers import ksi
 
 HOST = {
@@ -132,14 +131,6 @@ def test_agent_env_mistakes_are_reported() -> None:
     assert "abc" not in "\n".join(problems)
     assert problems[1].startswith("--agent-env UNSET_ONE: UNSET_ONE is not set")
     assert "agent 'command'" in problems[1]
-
-
-def test_check_agent_env_raises_a_user_error_with_every_problem() -> None:
-    with pytest.raises(UserInputError) as info:
-        check_agent_env("codex", ("OPENAI_API_KEY",), passthrough=("NOPE",), host_env={})
-    assert info.value.exit_code == 2
-    assert "OPENAI_API_KEY" in str(info.value) and "--agent-env NOPE" in str(info.value)
-    check_agent_env("codex", ("OPENAI_API_KEY",), host_env={"OPENAI_API_KEY": "k"})
 
 
 def test_a_value_given_where_a_name_was_expected_is_never_printed(tmp_path: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import threading
 import uuid
@@ -98,7 +99,7 @@ def test_wipe_false_grades_live_workspace_and_keeps_it(tmp_path: Path) -> None:
     live = tmp_path / "run" / "attempts" / "hello" / "1" / "workspace" / "repo"
     assert summary.records[0].score == 1.0
     assert (live / "where.txt").read_text().strip() == str(live)
-    assert summary.records[0].eval["eval_workdir"] == str(live)
+    assert summary.records[0].eval.eval_workdir == str(live)
 
 
 def test_edited_test_file_is_restored_before_grading(tmp_path: Path) -> None:
@@ -154,6 +155,56 @@ def test_retries_rerun_unscored_attempts(tmp_path: Path) -> None:
     assert lines[0]["eval"]["status"] == "timeout"
     assert summary.n_attempts == 1 and summary.tasks[0].best_score == 1.0
     assert (tmp_path / "run" / "attempts" / "hello" / "1-retry1" / "record.json").exists()
+
+
+class _RateLimitedOnce:
+    """Reports a rate limit on the first try of task ``limited``; otherwise does the work."""
+
+    name: ClassVar[str] = "rate-limited-once"
+    aliases: ClassVar[tuple[str, ...]] = ()
+    description: ClassVar[str] = "test agent"
+    required_env: ClassVar[tuple[str, ...]] = ()
+    optional_env: ClassVar[tuple[str, ...]] = ()
+
+    def check_tasks(self, tasks: Any) -> list[str]:
+        return []
+
+    def missing_credentials(self, env: Any) -> list[str]:
+        return []
+
+    def setup(self, ctx: AgentContext) -> None:
+        pass
+
+    def invocation(self, ctx: AgentContext) -> Invocation | None:
+        return Invocation(argv=("sh", "-c", "echo hi > repo/hello.txt"))
+
+    def outcome(self, ctx: AgentContext, result: ExecResult | None) -> AgentOutcome:
+        if ctx.task.id == "limited" and ctx.attempt_dir.name == "1":
+            return AgentOutcome(status="rate_limited", error="429 Too Many Requests")
+        return AgentOutcome()
+
+
+def test_a_rate_limited_try_is_retried_after_a_pause_that_holds_no_slot(tmp_path: Path) -> None:
+    """With one slot, the other task runs while the rate-limited one waits out its pause."""
+    tasks = write_tasks(
+        tmp_path / "tasks.jsonl", [dict(HELLO_TASK, task_id=t) for t in ("limited", "other")]
+    )
+    summary = ksi.run(
+        tasks, agent=_RateLimitedOnce(), run_dir=tmp_path / "run", concurrency=1, retries=1
+    )
+    lines = journal_lines(tmp_path / "run")
+    order = [(r["task_id"], r["try_number"], r["status"]) for r in lines]
+    assert order == [
+        ("limited", 0, "agent_error"),
+        ("other", 0, "scored"),
+        ("limited", 1, "scored"),
+    ]
+    first, retry = lines[0], lines[2]
+    paused = dt.datetime.fromisoformat(retry["started_at"]) - dt.datetime.fromisoformat(
+        first["finished_at"]
+    )
+    assert paused.total_seconds() >= 1.0, "backoff: at least half of the 2 s base pause"
+    assert summary.solved_tasks == 2
 
 
 def test_unscored_task_without_eval_is_counted_apart(tmp_path: Path) -> None:

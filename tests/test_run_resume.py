@@ -21,7 +21,7 @@ import ksi
 from ksi.environments.local import LocalEnvironment
 from ksi.errors import RunError
 from ksi.hookspecs import hookimpl
-from ksi.runner.engine import RunInterrupted
+from ksi.runner.driver import RunInterrupted
 from ksi.runner.journal import Journal, read_records
 from ksi.runner.models import RunInfo
 from tests.run_helpers import (

@@ -36,7 +36,7 @@ def test_wipe_false_still_deletes_a_score_json_the_agent_wrote(tmp_path: Path) -
     summary = run(tmp_path, TASK, cmd, wipe_workspace=False)
     (record,) = summary.records
     assert record.score == 0.0, "the agent's own score.json must not count"
-    assert any("stale score.json" in note for note in record.eval["notes"])
+    assert any("stale score.json" in note for note in record.eval.notes)
 
 
 def test_wipe_false_grades_an_edited_test_file_as_is(tmp_path: Path) -> None:

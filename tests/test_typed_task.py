@@ -303,5 +303,5 @@ def test_a_run_record_keeps_ksis_own_statuses(tmp_path: Path) -> None:
     path = write_tasks(tmp_path / "t.jsonl", INLINE, {"task_id": "manual", "prompt": "Look."})
     summary = ksi.run(str(path), agent="oracle", run_dir=tmp_path / "run", task_ids=["inline"])
     assert [r.status for r in summary.records] == ["scored"]
-    assert summary.records[0].eval["status"] == "scored"
+    assert summary.records[0].eval.status == "scored"
     assert os.path.isdir(tmp_path / "run")

@@ -11,7 +11,6 @@ third-party environments take part too.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -21,25 +20,22 @@ from ksi.errors import EnvironmentFailure, KsiError, UserInputError
 from ksi.options import create_component
 from ksi.text import printable
 
-RUN_FILE = "run.json"
-
 
 def run_id_of(run_dir: Path) -> str:
     """The run id of ``run_dir``: ``run_id`` in its ``run.json``, else the directory's name."""
+    from ksi.runner.layout import RunLayout
+    from ksi.runner.run_state import load_run_state
+
     if not run_dir.is_dir():
         raise UserInputError(
             f"{run_dir}: no such run directory; pass an existing run directory, --run-id ID, "
             "or --all"
         )
-    meta = run_dir / RUN_FILE
-    if meta.is_file():
-        try:
-            data = json.loads(meta.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise UserInputError(f"{meta}: not readable JSON ({exc}); fix or remove it") from exc
-        value = data.get("run_id") if isinstance(data, dict) else None
-        if isinstance(value, str) and value.strip():
-            return value.strip()
+    layout = RunLayout(run_dir)
+    if layout.run_json.is_file():
+        value = load_run_state(layout).run_id.strip()
+        if value:
+            return value
     return run_dir.resolve().name
 
 

@@ -139,8 +139,9 @@ def run_command(
     from ksi.options import parse_key_values
     from ksi.runner.api import default_run_dir
     from ksi.runner.config import RunConfig, default_concurrency
-    from ksi.runner.engine import Runner
+    from ksi.runner.driver import Driver
     from ksi.runner.layout import RunLayout
+    from ksi.runner.run_state import load_run_state
     from ksi.runner.safety import EVAL_ISOLATION_CHOICES
 
     path = tasks or tasks_path
@@ -180,7 +181,7 @@ def run_command(
     if resume:
         # The stored configuration, with whatever this command line gives on top
         # (a raised --max-cost, more --retries...); key options are checked by the runner.
-        stored = RunLayout(run_dir).read_run_json().get("config", {})
+        stored = load_run_state(RunLayout(run_dir)).config
         given = {_PARAM_FIELDS.get(name, name) for name in ctx.params if _given(ctx, name)}
         if any(_given(ctx, name) for name in ctx.meta.get(SHORTCUT_PARAMS, ())):
             given.add("environment_options")
@@ -205,7 +206,7 @@ def run_command(
             raise UserInputError("give the tasks: ksi run TASKS_PATH --agent NAME")
         config = RunConfig(**fields)
     stop_signals_as_interrupt()
-    runner = Runner(config, run_dir, progress=_progress())
+    runner = Driver(config, run_dir, progress=_progress())
     with print_warnings():
         summary = runner.run()
     for problem in runner.observer_errors:
@@ -251,8 +252,8 @@ def report_command(
     ] = None,
 ) -> None:
     """Print a run's summary again, from its journal alone."""
-    from ksi.runner.engine import summarize_run
     from ksi.runner.report import build_report
+    from ksi.runner.summary import summarize_run
 
     if as_json:
         echo_json(build_report(run_dir, solved_threshold=solved_threshold))

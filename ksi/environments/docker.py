@@ -363,15 +363,8 @@ class DockerHandle:
             spawn_error = _exec_start_failure(stderr_path)
             if spawn_error is not None:
                 exit_code = None
-        return ExecResult(
-            exit_code=exit_code,
-            duration_sec=res.duration_sec,
-            timed_out=timed_out,
-            spawn_error=spawn_error,
-            stdout_path=str(stdout_path),
-            stderr_path=str(stderr_path),
-            output_truncated=res.output_truncated,
-            stragglers_killed=stragglers,
+        return attrs.evolve(
+            res, exit_code=exit_code, spawn_error=spawn_error, stragglers_killed=stragglers
         )
 
     def kill_tagged(self, tag: str) -> int:

@@ -5,7 +5,7 @@ KSI can. What KSI does guarantee on ``local``:
 
 * the process starts with cwd in the attempt's workspace, in its own session
   and process group, with the scrubbed environment
-  (:mod:`ksi.environments.envscrub`) plus what the agent adds;
+  (:mod:`ksi.runner.envscrub`) plus what the agent adds;
 * stdout and stderr stream to log files, each capped in size;
 * when the process ends, times out or the handle is stopped, every process it
   started is terminated, then killed: its cgroup's (where KSI can create
@@ -99,19 +99,11 @@ class LocalHandle:
             with self._lock:
                 self._running.discard(tag)
                 self._lock.notify_all()
-        spawn_error = proc.spawn_error
-        if proc.cancelled and spawn_error is None:
-            spawn_error = "killed: the environment was stopped while the process ran"
-        return ExecResult(
-            exit_code=proc.exit_code,
-            duration_sec=proc.duration_sec,
-            timed_out=proc.timed_out,
-            spawn_error=spawn_error,
-            stdout_path=str(stdout_path),
-            stderr_path=str(stderr_path),
-            output_truncated=proc.output_truncated,
-            stragglers_killed=proc.stragglers_killed,
-        )
+        if proc.cancelled and proc.spawn_error is None:
+            return attrs.evolve(
+                proc, spawn_error="killed: the environment was stopped while the process ran"
+            )
+        return proc
 
     def _process(self, invocation: Invocation) -> tuple[list[str], Path, dict[str, str]]:
         """``(argv, cwd, env)`` of the host process that runs ``invocation``.

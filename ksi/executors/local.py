@@ -1,28 +1,39 @@
-"""The ``local`` executor: attempts run in threads of this process.
+"""The ``local`` executor: attempt jobs run in threads of this process.
 
 Attempts spend their time waiting on child processes, so threads are enough.
-Items are pulled from the iterable lazily and at most ``concurrency`` are in
-flight at a time: a run of 10,000 tasks never holds 10,000 futures, and an
-item the executor has not reached yet costs nothing.
+The pool has ``concurrency`` threads; the driver submits at most that many
+jobs at a time, so a run of 10,000 tasks never holds 10,000 futures. Jobs run
+in the driver's process, with the driver's already prepared components, and
+:meth:`LocalExecutor.cancel` stops them through :mod:`ksi.runner.cancel`.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from typing import Any, ClassVar, TypeVar
+from typing import ClassVar
 
 import attrs
 
 from ksi.hookspecs import Register, hookimpl
+from ksi.runner.attempt import run_job
+from ksi.runner.cancel import cancel_session
+from ksi.runner.job import AttemptJob, JobOutcome
+from ksi.runner.models import AttemptRecord
 
-T = TypeVar("T")
+
+def outcome_of(job: AttemptJob, future: Future[AttemptRecord]) -> JobOutcome:
+    """A finished future as an outcome: its record, or the error it raised."""
+    exc = future.exception()
+    if exc is not None:
+        return JobOutcome(job, error=f"{type(exc).__name__}: {exc}")
+    return JobOutcome(job, record=future.result())
 
 
 @attrs.define
 class LocalExecutor:
-    """Runs callables in a bounded thread pool and yields results as they finish."""
+    """Runs attempt jobs in a bounded thread pool and yields outcomes as they finish."""
 
     name: ClassVar[str] = "local"
     aliases: ClassVar[tuple[str, ...]] = ("threads",)
@@ -31,57 +42,62 @@ class LocalExecutor:
         "--concurrency at a time."
     )
 
-    _active: set[threading.Event] = attrs.field(factory=set, init=False)
+    _pool: ThreadPoolExecutor | None = attrs.field(default=None, init=False)
+    _running: dict[Future[AttemptRecord], AttemptJob] = attrs.field(factory=dict, init=False)
+    _sessions: set[str] = attrs.field(factory=set, init=False)
+    _cancelled: bool = attrs.field(default=False, init=False)
     _lock: threading.Lock = attrs.field(factory=threading.Lock, init=False)
 
-    def map_unordered(
-        self, fn: Callable[[T], Any], items: Iterable[T], concurrency: int
-    ) -> Iterator[Any]:
-        """Yield ``fn(item)`` for every item, in completion order.
-
-        An exception raised by ``fn`` is re-raised here, after which no new
-        item is started (the runner's ``fn`` is expected to catch its own
-        errors). Closing the iterator early, or :meth:`shutdown`, also stops
-        new work; items already running finish in their threads.
-        """
+    def start(self, concurrency: int) -> None:
         if concurrency < 1:
             raise ValueError(f"concurrency must be >= 1, got {concurrency}")
-        stop = threading.Event()
-        with self._lock:
-            self._active.add(stop)
-        return self._run(fn, iter(items), concurrency, stop)
+        self._cancelled = False
+        self._pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="ksi-attempt")
 
-    def _run(
-        self, fn: Callable[[T], Any], source: Iterator[T], concurrency: int, stop: threading.Event
-    ) -> Iterator[Any]:
-        pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="ksi-attempt")
-        running: set[Future[Any]] = set()
-        exhausted = False
-        try:
-            while True:
-                while not exhausted and len(running) < concurrency and not stop.is_set():
-                    try:
-                        item = next(source)
-                    except StopIteration:
-                        exhausted = True
-                        break
-                    running.add(pool.submit(fn, item))
-                if not running:
-                    return
-                done, running = wait(running, return_when=FIRST_COMPLETED)
-                for future in done:
-                    yield future.result()
-        finally:
-            stop.set()
+    def submit(self, job: AttemptJob) -> None:
+        if self._pool is None:
+            raise RuntimeError("LocalExecutor.submit() before start()")
+        # Known before the job can start: a Ctrl-C landing in this method still cancels it.
+        self._sessions.add(job.session_id)
+        future = self._pool.submit(run_job, job)
+        with self._lock:
+            self._running[future] = job
+
+    def as_completed(self, timeout: float | None = None) -> Iterator[JobOutcome]:
+        while True:
             with self._lock:
-                self._active.discard(stop)
-            pool.shutdown(wait=False, cancel_futures=True)
+                running = set(self._running)
+            if not running:
+                if self._cancelled and self._pool is not None:
+                    # A job whose future a Ctrl-C kept from being recorded still runs
+                    # (cancelled): wait for every thread, so none outlives the run.
+                    self._pool.shutdown(wait=True, cancel_futures=True)
+                    self._pool = None
+                return
+            done, _ = wait(running, timeout=timeout, return_when=FIRST_COMPLETED)
+            if not done:
+                return  # timed out with nothing finished
+            for future in done:
+                with self._lock:
+                    job = self._running.pop(future)
+                yield outcome_of(job, future)
+
+    def cancel(self) -> None:
+        """Stop every running job of this executor's sessions; jobs not started never start."""
+        with self._lock:
+            self._cancelled = True
+            sessions = list(self._sessions)
+            queued = [f for f in self._running if f.cancel()]
+        for session_id in sessions:
+            cancel_session(session_id)
+        with self._lock:
+            for future in queued:
+                self._running.pop(future, None)
 
     def shutdown(self) -> None:
-        """Start no new item in any running map; results of running items are still yielded."""
-        with self._lock:
-            for stop in self._active:
-                stop.set()
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
 
 
 @hookimpl(trylast=True)

@@ -14,7 +14,7 @@ from ksi.errors import UserInputError
 from ksi.models import TaskSpec
 from ksi.runner.components import spec_name
 from ksi.runner.config import RunConfig
-from ksi.runner.engine import Runner
+from ksi.runner.driver import Driver
 from ksi.runner.models import RunSummary
 from ksi.runner.progress import Progress
 
@@ -79,7 +79,7 @@ def run(
     if concurrency is not None:
         fields["concurrency"] = concurrency
     config = RunConfig(**fields)
-    runner = Runner(
+    runner = Driver(
         config,
         Path(run_dir) if run_dir is not None else default_run_dir(),
         tasks=given_tasks,

@@ -13,7 +13,7 @@ from pathlib import Path
 import attrs
 
 from ksi.runner.config import RunConfig
-from ksi.runner.engine import Runner
+from ksi.runner.driver import Driver
 from ksi.runner.models import RunSummary
 
 
@@ -68,7 +68,7 @@ def check_tasks(
             environment=environment,
             concurrency=concurrency,
         )
-        results[agent] = Runner(config, base_dir / agent).run()
+        results[agent] = Driver(config, base_dir / agent).run()
     oracle, nop = _best(results["oracle"]), _best(results["nop"])
     checks = []
     for task_id in oracle:

@@ -1,13 +1,36 @@
-"""Looking up and instantiating a run's components by name (or taking objects as given)."""
+"""Looking up and instantiating a run's components by name (or taking objects as given).
+
+What comes out is typed: an :class:`~ksi.interfaces.Agent`,
+:class:`~ksi.interfaces.Environment` or :class:`~ksi.interfaces.Evaluator`.
+An object that lacks a required method is refused here, naming it; one that
+leaves out an optional member (a quick agent class given to :func:`ksi.run`
+with no ``check_tasks`` or ``required_env``) gets the documented default, so
+the runner never has to ask an object what it can do.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal, cast
+
+import attrs
 
 from ksi.errors import UserInputError
+from ksi.interfaces import (
+    Agent,
+    AgentContext,
+    AgentOutcome,
+    Environment,
+    Evaluator,
+    ExecResult,
+    Executor,
+    Invocation,
+)
+from ksi.models import TaskSpec
 from ksi.options import create_component
-from ksi.plugins import registry
+from ksi.plugins import PROTOCOLS, missing_methods, registry
+from ksi.runner.job import ComponentSpec
+from ksi.runner.safety import configure_host_grading, decide_eval_isolation
 
 #: The command-line flag that carries each kind's options, for error messages.
 OPTION_FLAGS = {
@@ -25,9 +48,19 @@ def resolve(kind: str, spec: Any, options: Mapping[str, Any] | None = None) -> t
     flag = OPTION_FLAGS.get(kind, "--option")
     if isinstance(spec, str):
         reg = registry(kind).get(spec)
-        return create_component(reg.obj, options, kind=kind, option_flag=flag), reg.plugin
-    # A class is built with the options; a ready instance refuses them (never ignores them).
-    return create_component(spec, options, kind=kind, option_flag=flag), "(python object)"
+        obj = create_component(reg.obj, options, kind=kind, option_flag=flag)
+        plugin = reg.plugin
+    else:
+        # A class is built with the options; a ready instance refuses them (never ignores them).
+        obj = create_component(spec, options, kind=kind, option_flag=flag)
+        plugin = "(python object)"
+    missing = missing_methods(kind, obj) if kind in PROTOCOLS else []
+    if missing:
+        raise UserInputError(
+            f"{kind} {component_name(obj)!r} ({plugin}) lacks {', '.join(missing)}; "
+            f"see ksi.interfaces.{PROTOCOLS[kind]} for what a {kind} implements"
+        )
+    return obj, plugin
 
 
 def grades_on_host(evaluator: Any) -> bool:
@@ -67,3 +100,96 @@ def spec_name(spec: Any) -> str:
         return spec
     cls = spec if isinstance(spec, type) else type(spec)
     return str(getattr(spec, "name", None) or f"{cls.__module__}:{cls.__qualname__}")
+
+
+class _AgentWithDefaults:
+    """An agent object with only the required methods, completed with the defaults."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.name = component_name(inner)
+        self.aliases: tuple[str, ...] = tuple(getattr(inner, "aliases", ()))
+        self.description = str(getattr(inner, "description", ""))
+        self.required_env: tuple[str, ...] = tuple(getattr(inner, "required_env", ()))
+        self.optional_env: tuple[str, ...] = tuple(getattr(inner, "optional_env", ()))
+
+    def check_tasks(self, tasks: Sequence[TaskSpec]) -> list[str]:
+        check = getattr(self.inner, "check_tasks", None)
+        return list(check(tasks)) if callable(check) else []
+
+    def missing_credentials(self, env: Mapping[str, str]) -> list[str]:
+        missing = getattr(self.inner, "missing_credentials", None)
+        return list(missing(env)) if callable(missing) else []
+
+    def setup(self, ctx: AgentContext) -> None:
+        self.inner.setup(ctx)
+
+    def invocation(self, ctx: AgentContext) -> Invocation | None:
+        return cast("Invocation | None", self.inner.invocation(ctx))
+
+    def outcome(self, ctx: AgentContext, result: ExecResult | None) -> AgentOutcome:
+        return cast(AgentOutcome, self.inner.outcome(ctx, result))
+
+    def __getattr__(self, name: str) -> Any:
+        # Members beyond the protocol (``optional_env_for``...) are the agent's own.
+        return getattr(self.inner, name)
+
+
+_AGENT_OPTIONAL = ("required_env", "optional_env", "check_tasks", "missing_credentials")
+
+
+def as_agent(obj: Any) -> Agent:
+    if all(hasattr(obj, m) for m in _AGENT_OPTIONAL):
+        return cast(Agent, obj)
+    return cast(Agent, _AgentWithDefaults(obj))
+
+
+@attrs.frozen
+class Components:
+    """A run's three attempt components, resolved and typed."""
+
+    agent: Agent
+    environment: Environment
+    evaluator: Evaluator
+    #: Plugin names, for run.json's versions.
+    plugins: tuple[str, ...] = ()
+    #: How host grades run: ``none`` or ``sandbox`` (decided from ``--eval-isolation``).
+    eval_isolation: str = "none"
+
+    @property
+    def grades_in(self) -> Literal["host", "environment"]:
+        return "host" if grades_on_host(self.evaluator) else "environment"
+
+
+def resolve_components(
+    agent: ComponentSpec,
+    environment: ComponentSpec,
+    evaluator: ComponentSpec,
+    *,
+    eval_isolation: str = "none",
+    eval_in: str = "host",
+    eval_env: Sequence[str] = (),
+) -> Components:
+    """The three components, the evaluator set up for host grading.
+
+    ``eval_isolation`` is ``--eval-isolation`` on the driver (``auto`` decided
+    here, from the environment); a job carries the decision, so a worker
+    process applies the same one.
+    """
+    a, a_plugin = resolve("agent", agent.ref, agent.options)
+    env, env_plugin = resolve("environment", environment.ref, environment.options)
+    ev, ev_plugin = resolve("evaluator", evaluator.ref, evaluator.options)
+    isolation = decide_eval_isolation(eval_isolation, env, eval_in=eval_in)
+    ev = configure_host_grading(ev, isolation=isolation, pass_env=eval_env)
+    return Components(
+        agent=as_agent(a),
+        environment=cast(Environment, env),
+        evaluator=cast(Evaluator, ev),
+        plugins=(a_plugin, env_plugin, ev_plugin),
+        eval_isolation=isolation,
+    )
+
+
+def resolve_executor(name: str, options: Mapping[str, Any] | None = None) -> Executor:
+    obj, _ = resolve("executor", name, options)
+    return cast(Executor, obj)

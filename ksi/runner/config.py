@@ -18,6 +18,7 @@ import attrs
 
 from ksi.limits import timeout_problem
 from ksi.models import TaskSpec
+from ksi.runner.run_state import RunState
 
 #: Options that define the experiment; a resume must not change them.
 KEY_OPTIONS = (
@@ -124,16 +125,16 @@ def task_set_fingerprint(tasks: Sequence[TaskSpec]) -> dict[str, str]:
 
 
 def resume_mismatches(
-    stored: dict[str, Any], config: RunConfig, fingerprints: dict[str, str]
+    stored: RunState, config: RunConfig, fingerprints: dict[str, str]
 ) -> list[str]:
     """Why the stored run cannot be resumed with this configuration (empty: it can)."""
     problems = []
-    stored_key = stored.get("config", {})
+    stored_key = stored.config
     for name, value in config.key().items():
         old = stored_key.get(name)
         if old != value and not (old is None and value in ({}, None)):
             problems.append(f"{name}: the run has {old!r}, this command has {value!r}")
-    old_tasks: dict[str, str] = stored.get("tasks", {})
+    old_tasks = stored.tasks
     added = sorted(set(fingerprints) - set(old_tasks))
     removed = sorted(set(old_tasks) - set(fingerprints))
     changed = sorted(t for t in fingerprints if t in old_tasks and old_tasks[t] != fingerprints[t])

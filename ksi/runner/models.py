@@ -12,6 +12,8 @@ from typing import Any
 
 import attrs
 
+from ksi.models import EvalResult, Usage
+
 #: Attempt statuses. ``scored``: the evaluator gave a score. ``unscored``: the
 #: evaluator could not score it (eval timeout, missing workspace, no eval
 #: command...). ``agent_error``: the agent failed for a reason outside the task
@@ -55,9 +57,10 @@ class AttemptRecord:
     agent_status: str = ""
     agent_exit_code: int | None = None
     agent_timed_out: bool = False
-    eval: dict[str, Any] | None = None
+    #: The evaluator's result (journalled as the original KSI's result dict).
+    eval: EvalResult | None = None
     timings: Timings = attrs.field(factory=Timings)
-    usage: dict[str, Any] = attrs.field(factory=dict)
+    usage: Usage = attrs.field(factory=Usage)
     final_message: str = ""
     #: The first paths capture skipped (at most ``capture.MAX_LISTED_SKIPS``), sorted.
     skipped_files: tuple[SkippedFile, ...] = ()

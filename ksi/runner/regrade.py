@@ -7,7 +7,6 @@ one in every summary, while the old one stays for the record.
 
 from __future__ import annotations
 
-import datetime as dt
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -16,13 +15,16 @@ from typing import Any
 import attrs
 
 from ksi.errors import UserInputError
+from ksi.interfaces import Evaluator
+from ksi.models import TaskSpec
 from ksi.runner.capture import copy_tree
 from ksi.runner.components import component_name, resolve_host_evaluator
-from ksi.runner.engine import summarize_run
 from ksi.runner.journal import Journal, latest_by_attempt, read_records
 from ksi.runner.layout import RunLayout
 from ksi.runner.models import AttemptRecord, RunSummary, Timings
+from ksi.runner.run_state import load_run_state, now
 from ksi.runner.safety import configure_host_grading, decide_eval_isolation
+from ksi.runner.summary import summarize_run
 
 
 def regrade_run(
@@ -39,8 +41,7 @@ def regrade_run(
     from ksi.tasks.loaders import get_task_source
 
     layout = RunLayout(Path(run_dir).resolve())
-    stored = layout.read_run_json()
-    config = stored.get("config", {})
+    config = load_run_state(layout).config
     tasks_path = config.get("tasks_path")
     if not tasks_path:
         raise UserInputError(
@@ -82,7 +83,7 @@ def regrade_run(
 
 
 def _regrade_one(
-    rec: AttemptRecord, task: Any, captured: Path, grader: Any, attempt_dir: Path
+    rec: AttemptRecord, task: TaskSpec, captured: Path, grader: Evaluator, attempt_dir: Path
 ) -> AttemptRecord:
     with tempfile.TemporaryDirectory(prefix="ksi-regrade-") as tmp:
         workdir = Path(tmp) / "repo"
@@ -99,8 +100,8 @@ def _regrade_one(
         status=status,
         score=score,
         evaluator=component_name(grader),
-        eval=result.as_dict(),
+        eval=result,
         timings=attrs.evolve(rec.timings, eval=result.duration_sec) if rec.timings else Timings(),
-        regraded_at=dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds"),
+        regraded_at=now(),
         retryable=rec.retryable and status != "scored",  # a scored attempt is never retried
     )

@@ -10,25 +10,26 @@ import platform
 from pathlib import Path
 from typing import Any
 
-from ksi.runner.engine import summarize_run
 from ksi.runner.layout import RunLayout
+from ksi.runner.run_state import load_run_state
+from ksi.runner.summary import summarize_run
 from ksi.serialization import to_data
 
 
 def build_report(run_dir: Path, *, solved_threshold: float | None = None) -> dict[str, Any]:
     layout = RunLayout(Path(run_dir).resolve())
     summary = summarize_run(layout.root, solved_threshold=solved_threshold)
-    stored = layout.read_run_json()
+    state = load_run_state(layout)
     data = to_data(summary)
     records = data.pop("records")
     return {
-        "run_id": stored.get("run_id"),
+        "run_id": state.run_id or None,
         "run_dir": str(layout.root),
         "run_complete": summary.run_complete,
         "stopped_reason": summary.stopped_reason,
-        "config": stored.get("config", {}),
-        "versions": stored.get("versions", {"python": platform.python_version()}),
-        "sessions": stored.get("sessions", []),
+        "config": state.config,
+        "versions": state.versions or {"python": platform.python_version()},
+        "sessions": to_data(state.sessions),
         "summary": data,
         "attempts": records,
     }

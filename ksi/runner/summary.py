@@ -13,9 +13,12 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from math import comb
+from pathlib import Path
 
-from ksi.runner.journal import latest_by_attempt, spending_records
+from ksi.runner.journal import journal_warnings, latest_by_attempt, read_journal, spending_records
+from ksi.runner.layout import RunLayout
 from ksi.runner.models import AttemptRecord, RunSummary, TaskSummary
+from ksi.runner.run_state import load_run_state
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -71,7 +74,7 @@ def summarize(
                 pass_sums[k].append(value)
                 if k == attempts_per_task:
                     task_pass = value
-        costs = [r.usage.get("cost_usd") for r in spend.get(task_id, [])]
+        costs = [r.usage.cost_usd for r in spend.get(task_id, [])]
         known_costs = [c for c in costs if isinstance(c, (int, float))]
         tasks.append(
             TaskSummary(
@@ -85,12 +88,8 @@ def summarize(
                 successes=successes,
                 pass_at_k=task_pass,
                 cost_usd=sum(known_costs) if known_costs else None,
-                input_tokens=sum(
-                    int(r.usage.get("input_tokens") or 0) for r in spend.get(task_id, [])
-                ),
-                output_tokens=sum(
-                    int(r.usage.get("output_tokens") or 0) for r in spend.get(task_id, [])
-                ),
+                input_tokens=sum(r.usage.input_tokens for r in spend.get(task_id, [])),
+                output_tokens=sum(r.usage.output_tokens for r in spend.get(task_id, [])),
             )
         )
 
@@ -98,9 +97,6 @@ def summarize(
     bests = [t.best_score for t in tasks if t.best_score is not None]
     known = [t.cost_usd for t in tasks if t.cost_usd is not None]
     total_cost = sum(known) if known else None
-
-    def usage_total(key: str) -> int:
-        return sum(int(r.usage.get(key) or 0) for r in spent)
 
     return RunSummary(
         run_id=run_id,
@@ -121,10 +117,10 @@ def summarize(
         stopped_reason=stopped_reason,
         total_cost_usd=total_cost,
         cost_per_solved_task=(total_cost / solved) if (total_cost is not None and solved) else None,
-        input_tokens=usage_total("input_tokens"),
-        output_tokens=usage_total("output_tokens"),
-        cache_read_tokens=usage_total("cache_read_tokens"),
-        cache_write_tokens=usage_total("cache_write_tokens"),
+        input_tokens=sum(r.usage.input_tokens for r in spent),
+        output_tokens=sum(r.usage.output_tokens for r in spent),
+        cache_read_tokens=sum(r.usage.cache_read_tokens for r in spent),
+        cache_write_tokens=sum(r.usage.cache_write_tokens for r in spent),
         warnings=tuple(warnings),
         skipped_files=sum(_skipped(r) for r in latest.values()),
         attempts_with_skipped_files=sum(1 for r in latest.values() if _skipped(r)),
@@ -134,3 +130,26 @@ def summarize(
 def _skipped(record: AttemptRecord) -> int:
     """Paths capture skipped in one attempt (records older than the counts: their list)."""
     return sum(record.skipped_counts.values()) or len(record.skipped_files)
+
+
+def summarize_run(run_dir: Path, *, solved_threshold: float | None = None) -> RunSummary:
+    """The summary of a run directory, from its journal and run.json alone."""
+    layout = RunLayout(Path(run_dir).resolve())
+    state = load_run_state(layout)
+    config = state.config
+    threshold = (
+        solved_threshold if solved_threshold is not None else config.get("solved_threshold", 1.0)
+    )
+    journal = read_journal(layout.journal)
+    return summarize(
+        journal.records,
+        run_id=state.run_id or layout.root.name,
+        run_dir=str(layout.root),
+        task_ids=state.task_ids,
+        attempts_per_task=int(config.get("attempts", 1)),
+        solved_threshold=float(threshold),
+        wall_time_sec=state.wall_time_sec(),
+        run_complete=state.run_complete,
+        stopped_reason=state.stopped_reason,
+        warnings=journal_warnings(layout.journal, journal),
+    )

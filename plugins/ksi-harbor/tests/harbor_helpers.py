@@ -182,6 +182,9 @@ class BwrapHandle:
             shutil.copy2(src, host_dest)
         return True
 
+    def halt(self) -> None:
+        """Nothing to end: each exec's process tree is gone when exec returns."""
+
     def stop(self) -> None:
         pass
 

@@ -23,8 +23,6 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ksi.errors import UserInputError
-
 #: Host variables every agent process gets when they are set.
 ALLOWED: tuple[str, ...] = (
     # a usable shell
@@ -174,16 +172,3 @@ def _shown(given: str, position: int) -> str:
     if sep and _NAME.match(head):
         return f"{head}=<value not shown>"
     return f"value #{position} (not shown: it is not a variable name and may be a secret)"
-
-
-def check_agent_env(
-    agent: str,
-    required: Sequence[str],
-    *,
-    passthrough: Sequence[str] = (),
-    host_env: Mapping[str, str] | None = None,
-) -> None:
-    """Raise :class:`UserInputError` listing every problem :func:`missing_required` finds."""
-    problems = missing_required(agent, required, passthrough=passthrough, host_env=host_env)
-    if problems:
-        raise UserInputError("\n".join(problems))

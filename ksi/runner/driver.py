@@ -1,0 +1,533 @@
+"""The driver: one ``ksi run`` (a new run, or a resume), on the machine holding the run directory.
+
+It loads the tasks, resolves and prepares the components, opens the run
+directory (``run.json``), plans what is missing from the journal, and hands
+:class:`~ksi.runner.job.AttemptJob` values to the executor, at most
+``--concurrency`` at a time. It alone writes the journal, calls observers,
+enforces ``--max-cost``, decides retries (a new ``try_number``; a pause for
+rate limits) and handles Ctrl-C: running attempts are cancelled, never
+journalled, and the run exits with code 130, ready to resume.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import heapq
+import os
+import platform
+import random
+import time
+import uuid
+import warnings
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from ksi._version import __version__
+from ksi.errors import KsiError, KsiWarning, RunError, UserInputError
+from ksi.interfaces import Executor, TaskSource
+from ksi.models import TaskSpec
+from ksi.plugins import get_plugins
+from ksi.runner.attempt import RETRYABLE_AGENT_STATUSES, forget_components, use_components
+from ksi.runner.cancel import forget_session
+from ksi.runner.components import (
+    Components,
+    component_name,
+    resolve_components,
+    resolve_executor,
+)
+from ksi.runner.config import RunConfig, resume_mismatches, task_set_fingerprint
+from ksi.runner.diskfull import (
+    DISK_FULL,
+    DiskFullError,
+    DiskFullWatch,
+    disk_full_as_error,
+    reruns_on_resume,
+    save_unless_disk_full,
+    wipe_after_disk_full,
+)
+from ksi.runner.envscrub import agent_optional_env, missing_required, scrubbed_env
+from ksi.runner.job import AttemptJob, AttemptSettings, ComponentSpec, JobOutcome
+from ksi.runner.journal import Journal, latest_by_attempt, read_records, spending_records
+from ksi.runner.layout import RunLayout, clear_attempt_dir
+from ksi.runner.models import AttemptRecord, RunInfo, RunSummary, Timings
+from ksi.runner.progress import NullProgress, Progress
+from ksi.runner.run_state import RunState, load_run_state, now, save_run_state
+from ksi.runner.safety import credential_warning
+from ksi.runner.summary import summarize_run
+from ksi.serialization import to_data
+
+BACKOFF_BASE_SEC = 2.0
+BACKOFF_MAX_SEC = 120.0
+
+
+@attrs.frozen
+class PlannedAttempt:
+    task: TaskSpec
+    attempt: int
+    try_number: int = 0
+
+
+class RunInterrupted(KsiError):
+    """The user stopped the run; the journal holds every finished attempt."""
+
+    exit_code = 130
+
+
+class Driver:
+    """One invocation of ``ksi run`` (a new run, or a resume of an existing one)."""
+
+    def __init__(
+        self,
+        config: RunConfig,
+        run_dir: Path,
+        *,
+        tasks: Sequence[TaskSpec] | None = None,
+        agent: Any = None,
+        evaluator: Any = None,
+        environment: Any = None,
+        progress: Progress | None = None,
+    ) -> None:
+        self.config = config
+        self.layout = RunLayout(Path(run_dir).resolve())
+        self._given_tasks = tasks
+        # Names, classes or ready instances (ksi.run() takes all three).
+        self._agent_ref = agent if agent is not None else config.agent
+        self._evaluator_ref = evaluator
+        self._environment_ref = environment if environment is not None else config.environment
+        self.progress = progress or NullProgress()
+        self.session_id = uuid.uuid4().hex
+        self._stopping = False
+        self._stop_reason = ""
+        self._interrupted = False
+        self._spent_usd = 0.0
+        #: The last record of each attempt waiting for a retry.
+        self._last: dict[tuple[str, int], AttemptRecord] = {}
+        self.observer_errors: list[str] = []
+        #: A full disk seen by any attempt: the run stops launching and ends with its error.
+        self._disk = DiskFullWatch(self.layout.root)
+        #: What this session did that the user must hear (an attempt directory kept aside...).
+        self._warnings: list[str] = []
+
+    # -- setup ----------------------------------------------------------------
+    def _load_tasks(self) -> tuple[list[TaskSpec], TaskSource | None]:
+        from ksi.tasks.loaders import get_task_source
+
+        source = None
+        if self._given_tasks is not None:
+            tasks = list(self._given_tasks)
+        else:
+            if not self.config.tasks_path:
+                raise UserInputError("no tasks: give a tasks path (ksi run TASKS_PATH ...)")
+            source = get_task_source(self.config.task_source)
+            tasks = source.load(Path(self.config.tasks_path))
+        ids = [t.id for t in tasks]
+        dupes = sorted({i for i in ids if ids.count(i) > 1}) if len(set(ids)) != len(ids) else []
+        if dupes:
+            raise UserInputError(f"duplicate task ids: {', '.join(dupes)}")
+        if self.config.task_ids:
+            known = set(ids)
+            unknown = [i for i in self.config.task_ids if i not in known]
+            if unknown:
+                raise UserInputError(
+                    f"--task-ids: unknown task id(s) {', '.join(map(repr, unknown))}; "
+                    "`ksi tasks list` shows the ids"
+                )
+            wanted = set(self.config.task_ids)
+            tasks = [t for t in tasks if t.id in wanted]
+        if self.config.max_tasks is not None:
+            tasks = tasks[: self.config.max_tasks]
+        if not tasks:
+            raise UserInputError("no tasks to run after applying --task-ids/--max-tasks")
+        return tasks, source
+
+    def _component_specs(
+        self, source: TaskSource | None
+    ) -> tuple[ComponentSpec, ComponentSpec, ComponentSpec]:
+        cfg = self.config
+        evaluator_ref = self._evaluator_ref or cfg.evaluator
+        if evaluator_ref is None:
+            evaluator_ref = source.default_evaluator if source is not None else "command"
+        return (
+            ComponentSpec("agent", self._agent_ref, dict(cfg.agent_options)),
+            ComponentSpec("environment", self._environment_ref, dict(cfg.environment_options)),
+            ComponentSpec("evaluator", evaluator_ref, dict(cfg.evaluator_options)),
+        )
+
+    def _preflight(self, tasks: list[TaskSpec]) -> None:
+        agent = self.parts.agent
+        problems = list(agent.check_tasks(tasks))
+        problems.extend(
+            missing_required(
+                component_name(agent), agent.required_env, passthrough=self.config.agent_env
+            )
+        )
+        # "One of these keys, or a login file" rules live with the agent.
+        problems.extend(agent.missing_credentials(os.environ))
+        if problems:
+            raise UserInputError("\n".join(problems))
+        exposed = credential_warning(
+            self.parts.environment,
+            agent,
+            model=self.config.model,
+            agent_env=self.config.agent_env,
+            host_env=os.environ,
+        )
+        if exposed:
+            warnings.warn(exposed, KsiWarning, stacklevel=2)
+
+    def _open_run_dir(self, tasks: list[TaskSpec]) -> tuple[RunState, bool]:
+        layout = self.layout
+        fingerprints = task_set_fingerprint(tasks)
+        config = attrs.asdict(self.config)
+        resumed = layout.run_json.exists()
+        if not resumed:
+            layout.check_new_run_dir()
+        if resumed:
+            stored = load_run_state(layout)
+            problems = resume_mismatches(stored, self.config, fingerprints)
+            if problems:
+                raise RunError(
+                    f"{layout.root} holds a different run; refusing to resume it:\n"
+                    + "\n".join(f"  {p}" for p in problems)
+                    + "\nUse a new --run-dir, or the original options."
+                )
+            # Key options matched; the rest (concurrency, retries, report path...)
+            # may change between sessions and the newest values are recorded.
+            state = attrs.evolve(stored, config={**stored.config, **config})
+        else:
+            state = RunState(
+                run_id=uuid.uuid4().hex[:12],
+                config=config,
+                tasks=fingerprints,
+                task_ids=[t.id for t in tasks],
+            )
+        # Until this session ends, the run is going again (a kill -9 leaves it so).
+        state = attrs.evolve(state.started_session(), versions=self._versions())
+        with disk_full_as_error(layout.root, "writing run.json"):
+            save_run_state(layout, state)
+        return state, resumed
+
+    def _versions(self) -> dict[str, Any]:
+        plugin_state = get_plugins()
+        plugins = {}
+        for name in sorted(set(self.parts.plugins)):
+            info = plugin_state.infos.get(name)
+            if info is not None:
+                plugins[name] = {"distribution": info.distribution, "version": info.version}
+            else:
+                plugins[name] = {"distribution": name, "version": ""}
+        return {"ksi": __version__, "python": platform.python_version(), "plugins": plugins}
+
+    # -- planning -------------------------------------------------------------
+    def _is_retryable(self, rec: AttemptRecord) -> bool:
+        return rec.retryable and rec.try_number < self.config.retries
+
+    def _plan(self, tasks: list[TaskSpec], records: list[AttemptRecord]) -> list[PlannedAttempt]:
+        latest = latest_by_attempt(records)
+        plan = []
+        for task in tasks:
+            for n in range(1, self.config.attempts + 1):
+                rec = latest.get((task.id, n))
+                if rec is None:
+                    plan.append(PlannedAttempt(task, n, 0))
+                elif self._is_retryable(rec) or reruns_on_resume(rec):
+                    plan.append(PlannedAttempt(task, n, rec.try_number + 1))
+        return plan
+
+    # -- the run --------------------------------------------------------------
+    def run(self) -> RunSummary:
+        problems = self.config.problems()
+        if problems:
+            raise UserInputError("run configuration:\n" + "\n".join(f"  {p}" for p in problems))
+        tasks, source = self._load_tasks()
+        # Before anything is created: ids this run directory cannot hold apart, seeds
+        # that would copy the run into itself.
+        self.layout.check_tasks(tasks, self.config.tasks_path or "tasks")
+        self.specs = self._component_specs(source)
+        cfg = self.config
+        self.parts: Components = resolve_components(
+            *self.specs,
+            eval_isolation=cfg.eval_isolation,
+            eval_in=cfg.eval_in,
+            eval_env=cfg.eval_env,
+        )
+        self.executor: Executor = resolve_executor(self.config.executor)
+        self._preflight(tasks)
+        # Images are checked or built before the run directory exists: a run that
+        # cannot start leaves nothing behind.
+        self.parts.environment.prepare(tasks)
+        # Released when this call ends, even when an exception (Ctrl-C) outlives it.
+        with self.layout.lock_exclusive():
+            use_components(self.session_id, self.parts)
+            try:
+                return self._run_locked(tasks)
+            finally:
+                forget_components(self.session_id)
+                forget_session(self.session_id)
+
+    def _run_locked(self, tasks: list[TaskSpec]) -> RunSummary:
+        state, resumed = self._open_run_dir(tasks)
+        self.run_id = state.run_id
+        self.journal = Journal(self.layout.journal)
+        records = list(self.journal.contents.records)
+        self._spent_usd = sum(float(r.usage.cost_usd or 0.0) for r in spending_records(records))
+        plan = self._plan(tasks, records)
+        self.info = RunInfo(
+            run_id=self.run_id,
+            run_dir=self.layout.root,
+            config=state.config,
+            task_ids=tuple(t.id for t in tasks),
+            attempts_per_task=self.config.attempts,
+        )
+        self._job_base = self._job_template()
+        total = len(tasks) * self.config.attempts
+        try:
+            if resumed:
+                self.parts.environment.cleanup(self.run_id)
+            self._observe("ksi_run_started", run=self.info)
+            self.progress.start(total, total - len(plan))
+            if self._over_budget():
+                plan = []  # resumed at or past --max-cost: launch nothing
+            self._execute(plan)
+        except KeyboardInterrupt:
+            self._interrupted = True
+            self._stop_reason = "interrupted"
+        except DiskFullError:
+            pass  # the journal could not be written (noted by _record): the error comes below
+        finally:
+            self.progress.close()
+            self.journal.close()
+            with contextlib.suppress(Exception):
+                self.parts.environment.cleanup(self.run_id)
+        summary = self._finish(state, tasks)
+        if self._disk.happened:
+            raise self._disk.error(f"ksi run --resume --run-dir {self.layout.root}")
+        if self._interrupted:
+            raise RunInterrupted(
+                f"run interrupted; {summary.n_attempts}/{total} attempts are in the journal. "
+                f"Resume with the same command (or: ksi run --resume --run-dir {self.layout.root})"
+            )
+        return summary
+
+    def _finish(self, state: RunState, tasks: list[TaskSpec]) -> RunSummary:
+        # Complete when a resume would have nothing to do (a budget reached by
+        # the last attempt stopped nothing).
+        remaining = self._plan(tasks, read_records(self.layout.journal))
+        complete = not self._interrupted and not remaining
+        finished = state.finished_session(complete=complete, stopped_reason=self._stop_reason)
+        if not save_unless_disk_full(self.layout.run_json, to_data(finished)):
+            self._note_full_disk()
+        summary = summarize_run(self.layout.root)
+        summary = attrs.evolve(summary, warnings=(*summary.warnings, *self._warnings))
+        self._observe("ksi_run_finished", run=self.info, summary=summary)
+        return summary
+
+    # -- jobs -----------------------------------------------------------------
+    def _job_template(self) -> AttemptJob:
+        """What every job of this session shares (a job is this with task and numbers)."""
+        cfg, agent = self.config, self.parts.agent
+        # Scrubbed once, here: the job carries the values, never the host environment.
+        agent_env = scrubbed_env(
+            required=agent.required_env,
+            optional=agent_optional_env(agent, cfg.model),
+            passthrough=cfg.agent_env,
+        )
+        run_tag = {"KSI_RUN_ID": self.run_id}  # lets cleanup find this run's processes
+        eval_env = scrubbed_env(required=(), optional=(), passthrough=cfg.eval_env)
+        agent_spec, env_spec, eval_spec = self.specs
+        return AttemptJob(
+            run_id=self.run_id,
+            session_id=self.session_id,
+            run_dir=str(self.layout.root),
+            task=TaskSpec(id=""),
+            attempt=0,
+            try_number=0,
+            agent=agent_spec,
+            environment=env_spec,
+            evaluator=eval_spec,
+            settings=AttemptSettings(
+                model=cfg.model,
+                timeout_sec=cfg.timeout_sec,
+                log_cap_bytes=cfg.log_cap_bytes,
+                capture_max_file_bytes=cfg.capture_max_file_bytes,
+                wipe_workspace=cfg.wipe_workspace,
+                eval_in=cfg.eval_in,
+                eval_isolation=self.parts.eval_isolation,
+                eval_env=tuple(cfg.eval_env),
+            ),
+            agent_env={**agent_env, **run_tag},
+            eval_env={**eval_env, **run_tag},
+        )
+
+    def _job(self, task: TaskSpec, attempt: int, try_number: int) -> AttemptJob:
+        return attrs.evolve(self._job_base, task=task, attempt=attempt, try_number=try_number)
+
+    # -- scheduling -----------------------------------------------------------
+    def _execute(self, plan: list[PlannedAttempt]) -> None:
+        executor = self.executor
+        window = self.config.concurrency
+        planned: Iterator[PlannedAttempt] = iter(plan)
+        next_planned: PlannedAttempt | None = next(planned, None)
+        #: Retries waiting out their backoff: (ready at, sequence, job).
+        waiting: list[tuple[float, int, AttemptJob]] = []
+        seq = 0
+        inflight = 0
+
+        def can_submit() -> bool:
+            if self._stopping or inflight >= window:
+                return False
+            ready = bool(waiting) and waiting[0][0] <= time.monotonic()
+            return ready or next_planned is not None
+
+        executor.start(window)
+        try:
+            while True:
+                while can_submit():
+                    if waiting and waiting[0][0] <= time.monotonic():
+                        job = heapq.heappop(waiting)[2]
+                    else:
+                        assert next_planned is not None
+                        item, next_planned = next_planned, next(planned, None)
+                        job = self._job(item.task, item.attempt, item.try_number)
+                        self.progress.attempt_started()
+                    self._prepare_attempt_dir(job)
+                    executor.submit(job)
+                    inflight += 1
+                if self._stopping:
+                    for _, _, job in waiting:  # no retry after a stop: its last try stands
+                        self._finished(self._last.pop((job.task.id, job.attempt), None))
+                    waiting.clear()
+                if inflight == 0 and not waiting:
+                    return
+                timeout = max(0.0, waiting[0][0] - time.monotonic()) if waiting else None
+                if inflight == 0 and timeout is not None:
+                    time.sleep(timeout)  # only retries waiting out their backoff
+                    continue
+                for outcome in executor.as_completed(timeout):
+                    inflight -= 1
+                    retry = self._on_outcome(outcome)
+                    if retry is not None:
+                        seq += 1
+                        heapq.heappush(waiting, (retry[0], seq, retry[1]))
+                    if can_submit():
+                        break
+        except BaseException as exc:
+            if isinstance(exc, KeyboardInterrupt):
+                self._interrupted = True
+            self._abandon()
+            raise
+        finally:
+            with contextlib.suppress(Exception):
+                executor.shutdown()
+
+    def _prepare_attempt_dir(self, job: AttemptJob) -> None:
+        """Before a job runs: the run directory is still there, and its attempt directory
+        is free (a finished attempt whose journal line is unreadable is kept aside)."""
+        self.journal.check_present()  # a deleted run directory stops the run
+        kept_aside = clear_attempt_dir(job.attempt_dir())
+        if kept_aside is not None:
+            self._warnings.append(kept_aside)
+
+    def _abandon(self) -> None:
+        """Teardown: stop launching, kill running attempts and wait until none is left.
+
+        Attempts killed by the driver are not results: their outcomes are
+        dropped (a resume runs them again). No attempt may outlive the run:
+        one still starting would launch its agent after the kill.
+        """
+        self._stopping = True
+        with contextlib.suppress(Exception):
+            self.executor.cancel()
+        with contextlib.suppress(Exception):
+            for outcome in self.executor.as_completed():
+                if self._disk.happened:  # the filler goes; the logs stay
+                    wipe_after_disk_full(outcome.job.attempt_dir())
+
+    def _on_outcome(self, outcome: JobOutcome) -> tuple[float, AttemptJob] | None:
+        """Journal one finished try; return ``(ready at, job)`` when it is to be retried."""
+        job = outcome.job
+        record = outcome.record
+        if record is None:  # the executor could not run it (a worker died...)
+            record = self._error_record(job, outcome.error or "the executor returned no record")
+        if record.error_kind == DISK_FULL:
+            self._note_full_disk(stopped=True)
+        self._record(record)
+        if self._is_retryable(record) and not self._stopping:
+            delay = 0.0
+            if record.agent_status in RETRYABLE_AGENT_STATUSES:
+                delay = min(BACKOFF_MAX_SEC, BACKOFF_BASE_SEC * 2**job.try_number)
+                delay *= 0.5 + random.random()
+            self._last[(job.task.id, job.attempt)] = record
+            retry = self._job(job.task, job.attempt, job.try_number + 1)
+            return time.monotonic() + delay, retry
+        self._last.pop((job.task.id, job.attempt), None)
+        self._finished(record)
+        return None
+
+    def _finished(self, record: AttemptRecord | None) -> None:
+        """The last try of a (task, attempt): one step of the progress bar."""
+        if record is None:
+            return
+        solved = record.score is not None and record.score >= self.config.solved_threshold
+        self.progress.attempt_finished(record, solved)
+
+    def _error_record(self, job: AttemptJob, error: str) -> AttemptRecord:
+        parts = self.parts
+        return AttemptRecord(
+            task_id=job.task.id,
+            attempt=job.attempt,
+            try_number=job.try_number,
+            status="error",
+            score=None,
+            agent=component_name(parts.agent),
+            evaluator=component_name(parts.evaluator),
+            environment=component_name(parts.environment),
+            model=job.settings.model,
+            error=error,
+            attempt_dir=os.path.relpath(job.attempt_dir(), job.run_dir),
+            timings=Timings(),
+            finished_at=now(),
+            retryable=True,
+        )
+
+    def _record(self, record: AttemptRecord) -> None:
+        try:
+            self.journal.append(record)
+        except DiskFullError as exc:  # noted before the teardown, which then wipes workspaces
+            self._note_full_disk(exc.__cause__, journal_failed=True)
+            raise
+        self._observe("ksi_attempt_finished", run=self.info, record=record)
+        if record.usage.cost_usd is not None:
+            self._spent_usd += float(record.usage.cost_usd)
+            self._over_budget()
+
+    def _over_budget(self) -> bool:
+        """Stop launching attempts once the reported spend reaches ``--max-cost``."""
+        limit = self.config.max_cost_usd
+        if limit is None or self._spent_usd < limit:
+            return False
+        if not self._stopping:
+            self._stop_reason = (
+                f"max_cost: reported spend ${self._spent_usd:.4f} reached "
+                f"--max-cost ${limit:.4f}; no new attempts launched"
+            )
+            self._stopping = True
+        return True
+
+    def _note_full_disk(
+        self,
+        exc: BaseException | None = None,
+        *,
+        stopped: bool = False,
+        journal_failed: bool = False,
+    ) -> None:
+        """The disk is full: launch nothing more; the run ends with the disk-full error."""
+        self._disk.note(exc, attempt_stopped=stopped, journal_failed=journal_failed)
+        self._stop_reason = self._disk.stop_reason()
+        self._stopping = True
+
+    def _observe(self, hook: str, **kwargs: Any) -> None:
+        self.observer_errors.extend(get_plugins().call_observers(hook, **kwargs))

@@ -1,0 +1,136 @@
+"""An attempt as a value: everything one attempt needs, in a frozen, picklable job.
+
+The driver (:mod:`ksi.runner.driver`) builds one :class:`AttemptJob` per try
+of an attempt; an executor moves it to a thread, another process or another
+machine, where :func:`ksi.runner.attempt.execute_attempt` runs it and returns
+its record, which comes back as a :class:`JobOutcome`. Nothing in a job
+refers to the driver's state: components travel as :class:`ComponentSpec`
+(a registered name and options, resolved where the job runs), the agent's
+environment variables travel already scrubbed, and the settings travel as
+values.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import attrs
+
+from ksi.models import TaskSpec
+from ksi.runner.layout import RunLayout
+from ksi.runner.models import AttemptRecord
+
+ComponentKind = Literal["agent", "environment", "evaluator"]
+
+
+@attrs.frozen
+class ComponentSpec:
+    """How to get a run's component wherever a job runs.
+
+    ``ref`` is a registered name (the usual case: the worker loads its own
+    plugins and builds the component with ``options``), or a component class
+    or ready instance handed to :func:`ksi.run` (pickled by value when a job
+    leaves the process, so it must be importable there).
+    """
+
+    kind: ComponentKind
+    ref: Any
+    options: Mapping[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.frozen
+class AttemptSettings:
+    """The run options an attempt obeys (the same for every job of a session)."""
+
+    model: str | None = None
+    #: ``--timeout`` for every task; None: the task's ``agent_timeout_sec``, else the default.
+    timeout_sec: float | None = None
+    log_cap_bytes: int = 20 * 1024 * 1024
+    capture_max_file_bytes: int = 10 * 1024 * 1024
+    wipe_workspace: bool = True
+    #: Where host evaluators grade: ``host`` (the spec) or a fresh ``environment``.
+    eval_in: str = "host"
+    #: How host grades run, as the driver decided it: ``none`` or ``sandbox``.
+    eval_isolation: str = "none"
+    #: Host variables the eval command gets besides the scrubbed environment (names).
+    eval_env: tuple[str, ...] = ()
+
+
+@attrs.frozen
+class ContextFile:
+    """A file placed in the workspace beside ``repo/`` before the agent starts.
+
+    Never inside ``repo/``, so never captured, graded or diffed (knowledge
+    notes of earlier generations, for example). ``path`` is relative to the
+    workspace.
+    """
+
+    path: str = attrs.field()
+    content: str = ""
+
+    @path.validator
+    def _check(self, _: Any, value: str) -> None:
+        norm = posixpath.normpath(value)
+        if (
+            not value
+            or posixpath.isabs(value)
+            or norm == "."
+            or norm.startswith("..")
+            or norm.split("/")[0] == "repo"
+        ):
+            raise ValueError(
+                f"context file {value!r}: expected a relative path in the workspace, outside repo/"
+            )
+
+
+@attrs.frozen
+class AttemptJob:
+    """One try of one attempt, ready to run anywhere."""
+
+    run_id: str
+    #: The driver session that submitted the job; cancellation is per session.
+    session_id: str
+    #: The run directory as seen where the job runs (the seeds live under it);
+    #: an executor running jobs on another machine replaces it (``attrs.evolve``).
+    run_dir: str
+    task: TaskSpec
+    attempt: int
+    try_number: int
+    agent: ComponentSpec
+    environment: ComponentSpec
+    evaluator: ComponentSpec
+    settings: AttemptSettings
+    #: The environment variables every agent process gets (scrubbed by the driver,
+    #: plus ``KSI_RUN_ID``).
+    agent_env: Mapping[str, str]
+    #: The environment of a fresh grading environment (``--eval-in environment``):
+    #: the allow-list only, no agent keys.
+    eval_env: Mapping[str, str]
+    #: Files to place beside ``repo/`` (filled by generations; empty otherwise).
+    context_files: tuple[ContextFile, ...] = ()
+
+    @property
+    def key(self) -> tuple[str, int, int]:
+        return (self.task.id, self.attempt, self.try_number)
+
+    def attempt_dir(self, run_dir: Path | None = None) -> Path:
+        """Where this try's files go, under ``run_dir`` (default: the job's own)."""
+        layout = RunLayout(Path(run_dir) if run_dir is not None else Path(self.run_dir))
+        return layout.attempt_dir(self.task.id, self.attempt, self.try_number)
+
+    def seed_dir(self) -> Path:
+        """The task's pristine starting files, materialised once per run directory."""
+        return RunLayout(Path(self.run_dir)).seed_repo(self.task.id)
+
+
+@attrs.frozen
+class JobOutcome:
+    """What an executor hands back for one job: its record, or why there is none."""
+
+    job: AttemptJob
+    record: AttemptRecord | None = None
+    #: Set when executing the job raised or its worker died (no record then).
+    error: str = ""

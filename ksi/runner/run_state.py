@@ -1,0 +1,95 @@
+"""``run.json``: what a run is (id, configuration, task set, sessions, versions).
+
+One model, :class:`RunState`, read by :func:`load_run_state` and written by
+:func:`save_run_state`; every command that looks at a run (run, resume,
+report, regrade, cleanup) goes through these two, never through a raw dict.
+Reading is lenient about keys it does not know, so a run directory written
+by another KSI version still reads.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import attrs
+
+from ksi.errors import UserInputError
+from ksi.runner.layout import RunLayout
+from ksi.serialization import from_data, to_data, write_json_atomic
+
+
+def now() -> str:
+    """A UTC timestamp as KSI writes them (run.json, records)."""
+    return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds")
+
+
+@attrs.frozen
+class Session:
+    """One ``ksi run`` invocation on the run directory (the first, or a resume)."""
+
+    started_at: str
+    finished_at: str | None = None
+
+    def wall_time_sec(self) -> float:
+        if not self.finished_at:
+            return 0.0
+        a = dt.datetime.fromisoformat(self.started_at)
+        b = dt.datetime.fromisoformat(self.finished_at)
+        return (b - a).total_seconds()
+
+
+@attrs.frozen
+class RunState:
+    run_id: str = ""
+    #: The run's configuration (:class:`ksi.runner.config.RunConfig` as a dict).
+    config: dict[str, Any] = attrs.field(factory=dict)
+    #: Task id -> fingerprint (what a resume must find unchanged).
+    tasks: dict[str, str] = attrs.field(factory=dict)
+    task_ids: list[str] = attrs.field(factory=list)
+    sessions: tuple[Session, ...] = ()
+    run_complete: bool = False
+    #: Why the last session stopped before the run was complete ("" otherwise).
+    stopped_reason: str = ""
+    #: ksi, Python and the versions of the plugins the run used.
+    versions: dict[str, Any] = attrs.field(factory=dict)
+
+    def started_session(self) -> RunState:
+        """This state with a new session going (a run is never complete while one goes)."""
+        return attrs.evolve(
+            self,
+            sessions=(*self.sessions, Session(started_at=now())),
+            run_complete=False,
+            stopped_reason="",
+        )
+
+    def finished_session(self, *, complete: bool, stopped_reason: str) -> RunState:
+        last = attrs.evolve(self.sessions[-1], finished_at=now())
+        return attrs.evolve(
+            self,
+            sessions=(*self.sessions[:-1], last),
+            run_complete=complete,
+            stopped_reason="" if complete else stopped_reason,
+        )
+
+    def wall_time_sec(self) -> float | None:
+        """Time spent in finished sessions; None while the last one has not finished."""
+        if not self.sessions or not self.sessions[-1].finished_at:
+            return None
+        return sum(s.wall_time_sec() for s in self.sessions)
+
+
+def load_run_state(layout: RunLayout) -> RunState:
+    """The run's ``run.json``; a clear error when there is none or it cannot be read."""
+    data = layout.read_run_json()
+    try:
+        return from_data(data, RunState)
+    except Exception as exc:  # cattrs' structuring errors
+        raise UserInputError(
+            f"{layout.run_json}: not a valid run.json ({exc}); restore it or start a new --run-dir"
+        ) from exc
+
+
+def save_run_state(layout: RunLayout, state: RunState) -> None:
+    """Write ``run.json`` atomically and durably."""
+    write_json_atomic(layout.run_json, to_data(state))
