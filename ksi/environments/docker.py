@@ -15,8 +15,14 @@ each agent process started in it with ``docker exec``, the container removed
   (:meth:`DockerEnvironment.cleanup`, ``ksi cleanup``) even when no KSI
   process survives to remember them.
 
-Only the Docker CLI is used (through ``subprocess``), so any docker-compatible
-CLI works: ``docker_binary=podman`` or ``KSI_DOCKER_BINARY=podman``.
+Images are built, checked and cleaned up with the Docker CLI (through
+``subprocess``), so any docker-compatible CLI works: ``docker_binary=podman`` or
+``KSI_DOCKER_BINARY=podman``. The per-attempt hot path (create, start, stop,
+remove a container) talks to the daemon's Engine API over its Unix socket
+instead (:mod:`ksi.environments.engine_api`: one HTTP request instead of a CLI
+process each), but only when that socket belongs to the daemon the CLI itself
+uses; otherwise, or with ``use_engine_api=false`` / ``KSI_DOCKER_API=0``, the
+CLI does everything. ``exec`` always goes through the CLI.
 """
 
 from __future__ import annotations
