@@ -26,7 +26,7 @@ from ksi.fstree import copy_tree
 from ksi.limits import MAX_TIMEOUT_SEC, timeout_problem
 
 # The one rule for paths under repo/ (a leaf module with no KSI imports).
-from ksi.tasks.paths import clean_relative_path
+from ksi.relpaths import clean_relative_path
 
 #: Seconds an eval command may run when the task does not say (the spec's default).
 DEFAULT_EVAL_TIMEOUT_SEC = 300.0
@@ -130,7 +130,7 @@ class StartingFiles:
         """Inline files a loader has already checked path by path (skips the re-check).
 
         Loading 10,000 tasks must not check 30,000 paths twice; use only with
-        paths that passed :func:`ksi.tasks.paths.clean_relative_path`.
+        paths that passed :func:`ksi.relpaths.clean_relative_path`.
         """
         inst = object.__new__(cls)
         object.__setattr__(inst, "directory", None)

@@ -19,7 +19,7 @@ from ksi.hookspecs import Register, hookimpl
 from ksi.interfaces import AgentContext, AgentOutcome, ExecResult, Invocation
 from ksi.models import TaskSpec
 from ksi.proc import read_tail
-from ksi.tasks.paths import clean_relative_path
+from ksi.relpaths import clean_relative_path
 
 #: Where ``command`` writes the prompt, relative to the workspace (outside repo/, never captured).
 PROMPT_FILE = ".ksi/prompt.md"

@@ -26,8 +26,8 @@ import attrs
 
 from ksi.limits import MAX_TIMEOUT_SEC
 from ksi.models import Problem
+from ksi.relpaths import MAX_PATH_BYTES, clean_relative_path, is_clean_text
 from ksi.task_parts import DEFAULT_EVAL_TIMEOUT_SEC
-from ksi.tasks.paths import MAX_PATH_BYTES, clean_relative_path, is_clean_text
 from ksi.tasks.workspace_rules import path_length_problem, workspace_dir_problem
 
 RECORD_KEYS = ("task_id", "prompt", "workspace_dir", "files", "eval", "solution")

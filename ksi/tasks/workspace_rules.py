@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from pathlib import Path, PurePath
 
-from ksi.tasks.paths import MAX_NAME_BYTES
+from ksi.relpaths import MAX_NAME_BYTES
 
 #: The longest path the kernel accepts (Linux ``PATH_MAX``, including the final NUL).
 PATH_MAX = 4096
