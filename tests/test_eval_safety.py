@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import shutil
 import socket
 import tempfile
@@ -62,10 +63,28 @@ except OSError as exc:
 """
 
 
+def _outside_private_mounts() -> Path:
+    """A writable host directory that a sandbox shows read-only, not hidden.
+
+    Not under /tmp, /var/tmp or a home directory: the sandbox mounts its own empty
+    tmpfs there, so a write would land in the tmpfs and prove nothing. The test
+    suite's own directory is used unless the checkout itself lives under one of
+    them (a CI clone in /tmp), then /srv or /opt (the tests run as root there).
+    """
+    private = [Path("/tmp"), Path("/var/tmp"), Path("/home"), Path("/root")]
+    private += [Path(os.environ["HOME"])] if os.environ.get("HOME") else []
+    for candidate in (Path(__file__).parent, Path("/srv"), Path("/opt")):
+        real = candidate.resolve()
+        hidden = any(real == p.resolve() or p.resolve() in real.parents for p in private)
+        if not hidden and os.access(real, os.W_OK):
+            return real
+    pytest.skip("no writable directory outside /tmp, /var/tmp and the home directories")
+
+
 @pytest.fixture
 def host_dir() -> Iterator[Path]:
-    """A writable directory outside /tmp (a sandbox's /tmp is its own tmpfs)."""
-    path = Path(tempfile.mkdtemp(prefix=".ksi-test-outside-", dir=Path(__file__).parent))
+    """A writable directory outside /tmp and homes (a sandbox's private mounts)."""
+    path = Path(tempfile.mkdtemp(prefix=".ksi-test-outside-", dir=_outside_private_mounts()))
     try:
         yield path
     finally:

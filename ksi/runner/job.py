@@ -12,6 +12,7 @@ values.
 
 from __future__ import annotations
 
+import pickle
 import posixpath
 from collections.abc import Mapping
 from pathlib import Path
@@ -134,3 +135,22 @@ class JobOutcome:
     record: AttemptRecord | None = None
     #: Set when executing the job raised or its worker died (no record then).
     error: str = ""
+
+
+def unpicklable_reason(job: AttemptJob) -> str:
+    """Why ``job`` cannot travel to another process ("" when it can).
+
+    For executors that send jobs out of this process: they call it before
+    sending and report the reason as the job's error, because what pickle
+    itself says differs between Python versions and never says what to do
+    (3.11: "Can't pickle local object", 3.13: "Can't get local object").
+    """
+    try:
+        pickle.dumps(job)
+    except Exception as exc:
+        return (
+            f"the attempt job cannot be pickled to run in another process "
+            f"({type(exc).__name__}: {exc}); components given as Python objects must be "
+            "defined at module level (or registered by a plugin and given by name)"
+        )
+    return ""

@@ -26,7 +26,7 @@ from ksi.executors.local import outcome_of
 from ksi.hookspecs import Register, hookimpl
 from ksi.runner.attempt import run_job
 from ksi.runner.cancel import cancel_all
-from ksi.runner.job import AttemptJob, JobOutcome
+from ksi.runner.job import AttemptJob, JobOutcome, unpicklable_reason
 from ksi.runner.models import AttemptRecord
 
 
@@ -58,6 +58,8 @@ class ProcessExecutor:
     _running: dict[Future[tuple[AttemptRecord, int]], AttemptJob] = attrs.field(
         factory=dict, init=False
     )
+    #: Jobs refused before they were sent (they could not be pickled).
+    _failed: list[JobOutcome] = attrs.field(factory=list, init=False)
 
     def start(self, concurrency: int) -> None:
         self._pool = ProcessPoolExecutor(
@@ -68,9 +70,14 @@ class ProcessExecutor:
 
     def submit(self, job: AttemptJob) -> None:
         assert self._pool is not None
+        if reason := unpicklable_reason(job):
+            self._failed.append(JobOutcome(job, error=reason))
+            return
         self._running[self._pool.submit(work, job)] = job
 
     def as_completed(self, timeout: float | None = None) -> Iterator[JobOutcome]:
+        while self._failed:
+            yield self._failed.pop()
         while self._running:
             done, _ = wait(set(self._running), timeout=timeout, return_when=FIRST_COMPLETED)
             if not done:
