@@ -485,8 +485,10 @@ def test_without_cgroups_an_escaped_process_holding_stdout_does_not_hold_the_att
 def test_nested_run_cgroups_are_killed_and_removed_with_the_outer_one(tmp_path: Path) -> None:
     """A KSI run inside an attempt makes its cgroups below the attempt's; both go at the end."""
     _need_cgroups()
-    before = _ksi_cgroups()
     marker = _marker()
+    # Only this test's cgroups are looked at (other KSI processes may make theirs meanwhile):
+    # the outer tree's is named after the label, and the inner run's are inside it.
+    label = f"nested{uuid.uuid4().hex}"
     inner = (
         "import os, pathlib, sys\n"
         "from ksi.proc import run_process\n"
@@ -502,10 +504,11 @@ def test_nested_run_cgroups_are_killed_and_removed_with_the_outer_one(tmp_path: 
         timeout=3,
         stdout_path=tmp_path / "o",
         stderr_path=tmp_path / "e",
+        cgroup_label=label,
     )
     assert res.timed_out, (tmp_path / "e").read_text()
     assert _alive_with(marker) == []
-    assert _ksi_cgroups() <= before
+    assert [p for p in _ksi_cgroups() if label in p.name] == []
 
 
 def test_without_cgroup_kill_every_member_is_killed_one_by_one(tmp_path: Path) -> None:
