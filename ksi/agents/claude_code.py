@@ -21,6 +21,7 @@ from typing import Any, ClassVar
 import attrs
 
 from ksi.agents.cli_base import (
+    AWS_BEDROCK_ENV,
     CliAgent,
     Parsed,
     as_float,
@@ -76,14 +77,7 @@ class ClaudeCodeAgent(CliAgent):
     )
     #: https://docs.claude.com/en/docs/claude-code/amazon-bedrock and .../google-vertex-ai
     mode_env: ClassVar[Mapping[str, tuple[str, ...]]] = {
-        "CLAUDE_CODE_USE_BEDROCK": (
-            "AWS_REGION",
-            "AWS_ACCESS_KEY_ID",
-            "AWS_SECRET_ACCESS_KEY",
-            "AWS_SESSION_TOKEN",
-            "AWS_PROFILE",
-            "AWS_BEARER_TOKEN_BEDROCK",
-        ),
+        "CLAUDE_CODE_USE_BEDROCK": AWS_BEDROCK_ENV,
         "CLAUDE_CODE_USE_VERTEX": (
             "ANTHROPIC_VERTEX_PROJECT_ID",
             "CLOUD_ML_REGION",

@@ -40,6 +40,17 @@ from ksi.proc import read_tail
 #: prompts above this many bytes go through stdin or the prompt file instead.
 PROMPT_ARG_LIMIT = PROMPT_ENV_MAX_BYTES
 
+#: What an agent's Amazon Bedrock mode needs from the host (claude-code, opencode): passed
+#: only while that mode is on (see each agent's ``mode_env`` / ``model_env``).
+AWS_BEDROCK_ENV = (
+    "AWS_REGION",
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AWS_PROFILE",
+    "AWS_BEARER_TOKEN_BEDROCK",
+)
+
 #: How much of each log the outcome reads for error text.
 _TAIL_BYTES = 16_384
 #: Largest stdout a parser reads whole (JSON outputs); bigger logs are read

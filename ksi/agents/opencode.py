@@ -20,6 +20,7 @@ from typing import Any, ClassVar
 import attrs
 
 from ksi.agents.cli_base import (
+    AWS_BEDROCK_ENV,
     CliAgent,
     Parsed,
     as_dict,
@@ -78,14 +79,7 @@ class OpenCodeAgent(CliAgent):
     #: The Amazon Bedrock provider (https://opencode.ai/docs/providers/#amazon-bedrock)
     #: is chosen by the model name; its AWS keys go only with such a --model.
     model_env: ClassVar[Mapping[str, tuple[str, ...]]] = {
-        "amazon-bedrock/": (
-            "AWS_REGION",
-            "AWS_ACCESS_KEY_ID",
-            "AWS_SECRET_ACCESS_KEY",
-            "AWS_SESSION_TOKEN",
-            "AWS_PROFILE",
-            "AWS_BEARER_TOKEN_BEDROCK",
-        ),
+        "amazon-bedrock/": AWS_BEDROCK_ENV,
     }
 
     #: ``--agent`` (e.g. ``build``); empty: OpenCode's default agent.

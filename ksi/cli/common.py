@@ -8,12 +8,22 @@ import signal
 import sys
 import warnings
 from collections.abc import Iterator
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 
 from ksi.errors import KsiError, KsiWarning
 from ksi.text import printable
+
+#: ``--eval-env NAME`` of every command that runs an eval command on the host.
+EvalEnvOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        metavar="NAME",
+        help="Host environment variable to pass to the eval command (repeatable); it gets "
+        "no credentials otherwise.",
+    ),
+]
 
 
 def fail(exc: KsiError) -> typer.Exit:

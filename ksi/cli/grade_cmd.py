@@ -20,7 +20,7 @@ from typing import Annotated, Any
 import attrs
 import typer
 
-from ksi.cli.common import echo_json, stop_signals_as_interrupt
+from ksi.cli.common import EvalEnvOption, echo_json, stop_signals_as_interrupt
 from ksi.errors import UserInputError
 from ksi.fstree import copy_tree
 from ksi.models import EvalResult, TaskSpec
@@ -192,14 +192,7 @@ def grade(
         Path | None,
         typer.Option("--log-dir", help="Write the evaluator's full stdout/stderr logs here."),
     ] = None,
-    eval_env: Annotated[
-        list[str] | None,
-        typer.Option(
-            metavar="NAME",
-            help="Host variable to pass to the eval command (repeatable); it gets no "
-            "credentials otherwise.",
-        ),
-    ] = None,
+    eval_env: EvalEnvOption = None,
     eval_isolation: Annotated[
         str,
         typer.Option(

@@ -18,7 +18,13 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ksi.cli.common import echo_json, is_tty, print_warnings, stop_signals_as_interrupt
+from ksi.cli.common import (
+    EvalEnvOption,
+    echo_json,
+    is_tty,
+    print_warnings,
+    stop_signals_as_interrupt,
+)
 from ksi.errors import UserInputError
 from ksi.limits import MAX_TIMEOUT_SEC
 from ksi.text import printable
@@ -79,14 +85,7 @@ def run_command(
     eval_in: Annotated[
         str, typer.Option(help="host (grade a copy on the host) or environment.")
     ] = "host",
-    eval_env: Annotated[
-        list[str] | None,
-        typer.Option(
-            metavar="NAME",
-            help="Host environment variable to pass to the eval command (repeatable); it gets "
-            "no credentials otherwise.",
-        ),
-    ] = None,
+    eval_env: EvalEnvOption = None,
     eval_isolation: Annotated[
         str,
         typer.Option(
