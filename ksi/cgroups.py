@@ -18,6 +18,7 @@ tree by process group and tag as before.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import re
 import signal
@@ -92,13 +93,20 @@ class Cgroup:
             while self.populated() and time.monotonic() < deadline:
                 time.sleep(_STEP_SEC)
         removed = True
+        deadline = time.monotonic() + _EMPTY_WAIT_SEC
         for directory in reversed(self._tree()):
-            try:
-                directory.rmdir()
-            except FileNotFoundError:
-                pass
-            except OSError:
-                removed = False
+            while True:
+                try:
+                    directory.rmdir()
+                except FileNotFoundError:
+                    pass
+                except OSError as exc:
+                    # EBUSY: a killed member may still be exiting after "populated 0".
+                    if exc.errno == errno.EBUSY and time.monotonic() < deadline:
+                        time.sleep(_STEP_SEC)
+                        continue
+                    removed = False
+                break
         return removed
 
     def _tree(self) -> list[Path]:

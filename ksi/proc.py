@@ -18,6 +18,7 @@ Once the tree is dead, KSI reads what is left in the output pipes for at most
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import select
 import signal
@@ -556,11 +557,21 @@ def _spawn(
 ) -> tuple[subprocess.Popen[bytes], cgroups.Cgroup | None]:
     """Start the main process in a new session, inside ``group`` when there is one.
 
-    The child joins the cgroup between fork and exec (it writes ``0``, "this
-    process", to ``cgroup.procs``), so not one instruction of the program runs
-    outside it. When joining fails, cgroups are given up for the rest of this
-    KSI process, and the process is started without one.
+    The program never runs outside the cgroup: a tiny ``/bin/sh`` wrapper
+    joins it (writes ``0``, "this process", to ``cgroup.procs``) and then
+    runs the program with ``exec``, so Python keeps spawning with ``vfork`` (a
+    ``preexec_fn`` would force a full ``fork`` of this large, threaded
+    process: twice the cost of a short agent or eval command). Where the
+    wrapper cannot join (first tried once per KSI process), the child joins
+    between fork and exec instead; when that fails too, cgroups are given up
+    for the rest of this KSI process, and the process is started without one.
     """
+    if group is not None and _wrapper_joins(group):
+        wrapped = _join_wrapper(group, argv, cwd, env)
+        with _MAINS_LOCK:  # registered before any other thread can look for orphans
+            proc = _popen(wrapped, cwd, env, stdin_pipe, None)
+            _MAINS.add(proc.pid)
+        return proc, group
     enter_fd = None
     if group is not None:
         try:
@@ -584,6 +595,72 @@ def _spawn(
         if enter_fd is not None:
             os.close(enter_fd)
     return proc, group
+
+
+_SHELL = "/bin/sh"
+#: Join the cgroup (``$0`` is its ``cgroup.procs``), then become the program; the
+#: program never starts when joining fails. ``sh`` adds ``PWD`` to the environment:
+#: it is removed again, or set back to the caller's value (``$1``).
+_JOIN_SCRIPT = 'echo 0 >"$0" && unset PWD && exec "$@"'
+_JOIN_SCRIPT_PWD = 'echo 0 >"$0" && PWD=$1 && export PWD && shift && exec "$@"'
+_WRAPPER_JOINS: bool | None = None
+_WRAPPER_LOCK = threading.Lock()
+
+
+def _wrapper_joins(group: cgroups.Cgroup) -> bool:
+    """True when the shell wrapper can join a cgroup here (tried once per KSI process)."""
+    global _WRAPPER_JOINS
+    with _WRAPPER_LOCK:
+        if _WRAPPER_JOINS is None:
+            try:
+                probe = subprocess.run(
+                    [_SHELL, "-c", 'echo 0 >"$0"', str(group.path / "cgroup.procs")],
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                    timeout=10,
+                    check=False,
+                )
+                _WRAPPER_JOINS = probe.returncode == 0
+            except (OSError, subprocess.SubprocessError):
+                _WRAPPER_JOINS = False
+        return _WRAPPER_JOINS
+
+
+def _join_wrapper(
+    group: cgroups.Cgroup, argv: Sequence[str], cwd: Path, env: Mapping[str, str]
+) -> list[str]:
+    """``argv`` behind the wrapper that joins ``group``, the program found as ``Popen`` would.
+
+    The program is looked up here (``PATH`` of ``env``, relative to ``cwd``)
+    so that a missing or non-executable program is a spawn error, as without
+    the wrapper, not the shell's exit code 127.
+    """
+    program = _find_program(argv[0], cwd, env)
+    procs = str(group.path / "cgroup.procs")
+    if "PWD" in env:
+        return [_SHELL, "-c", _JOIN_SCRIPT_PWD, procs, env["PWD"], program, *argv[1:]]
+    return [_SHELL, "-c", _JOIN_SCRIPT, procs, program, *argv[1:]]
+
+
+def _find_program(name: str, cwd: Path, env: Mapping[str, str]) -> str:
+    """The path ``exec`` would run for ``name``; FileNotFoundError or PermissionError if none."""
+    if not name:
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), name)
+    if os.sep in name:
+        candidates = [name]
+    else:
+        candidates = [os.path.join(d, name) for d in os.get_exec_path(dict(env))]
+    denied = None
+    for candidate in candidates:
+        seen_from_child = os.path.join(cwd, candidate)
+        if os.path.isfile(seen_from_child):
+            if os.access(seen_from_child, os.X_OK):
+                return candidate
+            denied = candidate
+    if denied is not None or (os.sep in name and os.path.exists(os.path.join(cwd, name))):
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), denied or name)
+    raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), name)
 
 
 def _popen(
