@@ -307,16 +307,18 @@ def kill_tree(
 
 
 class _CappedCopier(threading.Thread):
-    """Copies a pipe into a file up to a byte cap, then keeps draining so the child never blocks.
+    """Copies pipes into files up to a byte cap each, then keeps draining so the child never
+    blocks; one thread for all of a process's pipes (a thread start is a real share of a
+    short process's cost).
 
-    The file is opened unbuffered by the caller, so a log can be followed
-    while the process runs. :meth:`stop` ends the copy even while the pipe is
+    The files are opened unbuffered by the caller, so a log can be followed
+    while the process runs. :meth:`stop` ends the copy even while a pipe is
     still open: a process that escaped the kill may hold its write end forever.
     """
 
-    def __init__(self, src: IO[bytes], out: IO[bytes] | None, cap: int) -> None:
+    def __init__(self, pipes: Sequence[tuple[IO[bytes], IO[bytes] | None]], cap: int) -> None:
         super().__init__(daemon=True)
-        self.src, self.out, self.cap = src, out, cap
+        self.pipes, self.cap = list(pipes), cap
         self.truncated = False
         self._stop_event = threading.Event()
 
@@ -324,40 +326,47 @@ class _CappedCopier(threading.Thread):
         self._stop_event.set()
 
     def run(self) -> None:
-        written = 0
-        out = self.out
-        fd = self.src.fileno()
+        outs: dict[int, IO[bytes] | None] = {}
+        written: dict[int, int] = {}
+        cut: set[int] = set()
         poller = select.poll()
-        poller.register(fd, select.POLLIN)
+        for src, out in self.pipes:
+            fd = src.fileno()
+            outs[fd], written[fd] = out, 0
+            poller.register(fd, select.POLLIN)
         try:
-            while not self._stop_event.is_set():
-                if not poller.poll(_POLL_SEC * 1000):
-                    continue
-                chunk = os.read(fd, _CHUNK)
-                if not chunk:
-                    break
-                if out is None:
-                    continue
-                room = self.cap - written
-                if room <= 0:
-                    self.truncated = True
-                    continue
-                if len(chunk) > room:
-                    self.truncated = True
-                    chunk = chunk[:room]
-                try:
-                    out.write(chunk)
-                except OSError:
-                    out = None  # disk full or similar: keep draining so the child never blocks
-                    continue
-                written += len(chunk)
+            while outs and not self._stop_event.is_set():
+                for fd, _event in poller.poll(_POLL_SEC * 1000):
+                    chunk = os.read(fd, _CHUNK)
+                    if not chunk:
+                        poller.unregister(fd)
+                        del outs[fd]
+                        continue
+                    out = outs[fd]
+                    if out is None:
+                        continue
+                    room = self.cap - written[fd]
+                    if room <= 0:
+                        cut.add(fd)
+                        continue
+                    if len(chunk) > room:
+                        cut.add(fd)
+                        chunk = chunk[:room]
+                    try:
+                        out.write(chunk)
+                    except OSError:
+                        outs[fd] = None  # disk full or similar: keep draining, never block
+                        continue
+                    written[fd] += len(chunk)
         finally:
-            if out is not None and self.truncated:
-                with contextlib.suppress(OSError):
-                    out.write(f"\n[ksi: output truncated at {self.cap} bytes]\n".encode())
-            if self.out is not None:
-                self.out.close()
-            self.src.close()
+            self.truncated = bool(cut)
+            for src, out in self.pipes:
+                if out is not None:
+                    if src.fileno() in cut:
+                        with contextlib.suppress(OSError):
+                            out.write(f"\n[ksi: output truncated at {self.cap} bytes]\n".encode())
+                    out.close()
+                src.close()
 
 
 def _finish_copies(copiers: Sequence[_CappedCopier]) -> None:
@@ -504,10 +513,7 @@ def run_process(
         )
     pgid = proc.pid
     assert proc.stdout is not None and proc.stderr is not None
-    copiers = [
-        _CappedCopier(proc.stdout, logs[0], log_cap_bytes),
-        _CappedCopier(proc.stderr, logs[1], log_cap_bytes),
-    ]
+    copiers = [_CappedCopier([(proc.stdout, logs[0]), (proc.stderr, logs[1])], log_cap_bytes)]
     for c in copiers:
         c.start()
     if stdin is not None:
