@@ -394,8 +394,11 @@ def _feed(stdin: IO[bytes], data: bytes) -> None:
 def _open_log(path: Path | None) -> IO[bytes] | None:
     if path is None:
         return None
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return open(path, "wb", buffering=0)  # closed by the copier thread
+    try:
+        return open(path, "wb", buffering=0)  # closed by the copier thread
+    except FileNotFoundError:  # the directory is made only when missing: one call less
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return open(path, "wb", buffering=0)
 
 
 def _wait(
