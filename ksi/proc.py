@@ -306,82 +306,115 @@ def kill_tree(
     return len(seen)
 
 
-class _CappedCopier(threading.Thread):
-    """Copies pipes into files up to a byte cap each, then keeps draining so the child never
-    blocks; one thread for all of a process's pipes (a thread start is a real share of a
-    short process's cost).
+class _LogPump:
+    """Copies a process's output pipes into files up to a byte cap each, then keeps draining
+    so the child never blocks.
 
-    The files are opened unbuffered by the caller, so a log can be followed
-    while the process runs. :meth:`stop` ends the copy even while a pipe is
-    still open: a process that escaped the kill may hold its write end forever.
+    Driven by the thread that waits for the process (its poll watches the
+    pipes and the process's pidfd together), so a short process costs no
+    thread of its own; without pidfds a :class:`_PumpThread` drives it. The
+    files are opened unbuffered by the caller, so a log can be followed while
+    the process runs.
     """
 
     def __init__(self, pipes: Sequence[tuple[IO[bytes], IO[bytes] | None]], cap: int) -> None:
-        super().__init__(daemon=True)
         self.pipes, self.cap = list(pipes), cap
-        self.truncated = False
+        self.poller = select.poll()
+        self._outs: dict[int, IO[bytes] | None] = {}
+        self._written: dict[int, int] = {}
+        self._cut: set[int] = set()
+        for src, out in self.pipes:
+            fd = src.fileno()
+            self._outs[fd], self._written[fd] = out, 0
+            self.poller.register(fd, select.POLLIN)
+
+    @property
+    def open(self) -> bool:
+        """True while a pipe has not reached end of file."""
+        return bool(self._outs)
+
+    @property
+    def truncated(self) -> bool:
+        return bool(self._cut)
+
+    def owns(self, fd: int) -> bool:
+        return fd in self._outs
+
+    def read(self, fd: int) -> None:
+        """Copy what one ready pipe holds (one read), or note its end of file."""
+        chunk = os.read(fd, _CHUNK)
+        if not chunk:
+            self.poller.unregister(fd)
+            del self._outs[fd]
+            return
+        out = self._outs[fd]
+        if out is None:
+            return
+        room = self.cap - self._written[fd]
+        if room <= 0:
+            self._cut.add(fd)
+            return
+        if len(chunk) > room:
+            self._cut.add(fd)
+            chunk = chunk[:room]
+        try:
+            out.write(chunk)
+        except OSError:
+            self._outs[fd] = None  # disk full or similar: keep draining, never block
+            return
+        self._written[fd] += len(chunk)
+
+    def pump(self, timeout_sec: float) -> None:
+        """Copy what is ready within ``timeout_sec``."""
+        for fd, _event in self.poller.poll(timeout_sec * 1000):
+            if self.owns(fd):
+                self.read(fd)
+
+    def drain(self, seconds: float) -> None:
+        """Read what the dead tree left in the pipes, for at most ``seconds``.
+
+        Normally the pipes end at once (end of file). A pipe still open after
+        that is held by a process KSI could not find (no cgroup here): it is
+        no longer read.
+        """
+        deadline = time.monotonic() + seconds
+        while self.open:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            self.pump(min(left, _POLL_SEC))
+
+    def close(self) -> None:
+        """Close the pipes and the logs (a truncated log says so at its end)."""
+        for src, out in self.pipes:
+            if out is not None:
+                if src.fileno() in self._cut:
+                    with contextlib.suppress(OSError):
+                        out.write(f"\n[ksi: output truncated at {self.cap} bytes]\n".encode())
+                out.close()
+            src.close()
+
+
+class _PumpThread(threading.Thread):
+    """Drives a :class:`_LogPump` where the waiting thread cannot (no pidfd to poll)."""
+
+    def __init__(self, pump: _LogPump) -> None:
+        super().__init__(daemon=True)
+        self.pump = pump
         self._stop_event = threading.Event()
 
     def stop(self) -> None:
         self._stop_event.set()
 
     def run(self) -> None:
-        outs: dict[int, IO[bytes] | None] = {}
-        written: dict[int, int] = {}
-        cut: set[int] = set()
-        poller = select.poll()
-        for src, out in self.pipes:
-            fd = src.fileno()
-            outs[fd], written[fd] = out, 0
-            poller.register(fd, select.POLLIN)
-        try:
-            while outs and not self._stop_event.is_set():
-                for fd, _event in poller.poll(_POLL_SEC * 1000):
-                    chunk = os.read(fd, _CHUNK)
-                    if not chunk:
-                        poller.unregister(fd)
-                        del outs[fd]
-                        continue
-                    out = outs[fd]
-                    if out is None:
-                        continue
-                    room = self.cap - written[fd]
-                    if room <= 0:
-                        cut.add(fd)
-                        continue
-                    if len(chunk) > room:
-                        cut.add(fd)
-                        chunk = chunk[:room]
-                    try:
-                        out.write(chunk)
-                    except OSError:
-                        outs[fd] = None  # disk full or similar: keep draining, never block
-                        continue
-                    written[fd] += len(chunk)
-        finally:
-            self.truncated = bool(cut)
-            for src, out in self.pipes:
-                if out is not None:
-                    if src.fileno() in cut:
-                        with contextlib.suppress(OSError):
-                            out.write(f"\n[ksi: output truncated at {self.cap} bytes]\n".encode())
-                    out.close()
-                src.close()
+        while self.pump.open and not self._stop_event.is_set():
+            self.pump.pump(_POLL_SEC)
 
-
-def _finish_copies(copiers: Sequence[_CappedCopier]) -> None:
-    """Let the copiers read what the dead tree left in the pipes, for at most DRAIN_SEC.
-
-    Normally they end at once (end of file). A pipe still open after that is
-    held by a process KSI could not find (no cgroup here): stop reading it.
-    """
-    deadline = time.monotonic() + DRAIN_SEC
-    for c in copiers:
-        c.join(timeout=max(0.0, deadline - time.monotonic()))
-    for c in copiers:
-        c.stop()
-    for c in copiers:
-        c.join(timeout=5)
+    def finish(self, seconds: float) -> None:
+        """Let it read for at most ``seconds`` more, then stop it."""
+        self.join(timeout=seconds)
+        self.stop()
+        self.join(timeout=5)
 
 
 def _feed(stdin: IO[bytes], data: bytes) -> None:
@@ -401,22 +434,30 @@ def _open_log(path: Path | None) -> IO[bytes] | None:
         return open(path, "wb", buffering=0)
 
 
-def _wait(
-    proc: subprocess.Popen[bytes], timeout: float | None, cancel: threading.Event | None
-) -> str:
-    """Wait for ``proc``: ``"exited"``, ``"timeout"`` or ``"cancelled"``.
-
-    With a pidfd the wait wakes the moment the process exits; ``Popen.wait``
-    with a timeout polls with sleeps of up to 50 ms, which is most of the
-    cost of a short process.
-    """
+def _pidfd(proc: subprocess.Popen[bytes]) -> int | None:
     try:
-        pidfd = os.pidfd_open(proc.pid)
+        return os.pidfd_open(proc.pid)
     except (AttributeError, OSError):
-        return _wait_polling(proc, timeout, cancel)
+        return None
+
+
+def _wait(
+    proc: subprocess.Popen[bytes],
+    timeout: float | None,
+    cancel: threading.Event | None,
+    pidfd: int,
+    pump: _LogPump,
+) -> str:
+    """Wait for ``proc``, copying its output meanwhile: ``"exited"``, ``"timeout"`` or
+    ``"cancelled"``.
+
+    One poll watches the pidfd and the output pipes: the wait wakes the
+    moment the process exits (``Popen.wait`` with a timeout polls with sleeps
+    of up to 50 ms, most of the cost of a short process), and no thread is
+    needed to copy the output.
+    """
+    pump.poller.register(pidfd, select.POLLIN)
     try:
-        poller = select.poll()
-        poller.register(pidfd, select.POLLIN)
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             if cancel is not None and cancel.is_set():
@@ -425,13 +466,19 @@ def _wait(
             if deadline is not None:
                 left = max(0.0, deadline - time.monotonic())
                 step = min(left, _MAX_POLL_STEP_SEC) if step is None else min(step, left)
-            if poller.poll(None if step is None else step * 1000):
+            exited = False
+            for fd, _event in pump.poller.poll(None if step is None else step * 1000):
+                if fd == pidfd:
+                    exited = True
+                elif pump.owns(fd):
+                    pump.read(fd)
+            if exited:
                 proc.wait()
                 return "exited"
             if deadline is not None and time.monotonic() >= deadline:
                 return "timeout"
     finally:
-        os.close(pidfd)
+        pump.poller.unregister(pidfd)
 
 
 def _wait_polling(
@@ -516,9 +563,12 @@ def run_process(
         )
     pgid = proc.pid
     assert proc.stdout is not None and proc.stderr is not None
-    copiers = [_CappedCopier([(proc.stdout, logs[0]), (proc.stderr, logs[1])], log_cap_bytes)]
-    for c in copiers:
-        c.start()
+    pump = _LogPump([(proc.stdout, logs[0]), (proc.stderr, logs[1])], log_cap_bytes)
+    pidfd = _pidfd(proc)
+    thread = None
+    if pidfd is None:
+        thread = _PumpThread(pump)
+        thread.start()
     if stdin is not None:
         assert proc.stdin is not None
         data = stdin.encode() if isinstance(stdin, str) else stdin
@@ -527,13 +577,17 @@ def run_process(
         else:
             threading.Thread(target=_feed, args=(proc.stdin, data), daemon=True).start()
     try:
-        how = _wait(proc, timeout, cancel)
+        if pidfd is None:
+            how = _wait_polling(proc, timeout, cancel)
+        else:
+            how = _wait(proc, timeout, cancel, pidfd, pump)
     except BaseException:
         kill_tree(pgid, tag, reap=proc.poll, group=group)
         proc.wait()
         _forget_main(proc.pid)
         if group is not None:
             group.remove()
+        _end_pump(pump, thread, pidfd, 0.0)
         raise
     if how == "exited" and _tree_is_gone(pgid, group):
         stragglers = 0
@@ -544,17 +598,28 @@ def run_process(
     _forget_main(proc.pid)
     if group is not None:
         group.remove()
-    _finish_copies(copiers)
+    _end_pump(pump, thread, pidfd, DRAIN_SEC)
     return ProcResult(
         exit_code=proc.returncode if how == "exited" else None,
         duration_sec=time.monotonic() - started,
         timed_out=how == "timeout",
-        output_truncated=any(c.truncated for c in copiers),
+        output_truncated=pump.truncated,
         stragglers_killed=stragglers,
         cancelled=how == "cancelled",
         stdout_path=out_path,
         stderr_path=err_path,
     )
+
+
+def _end_pump(pump: _LogPump, thread: _PumpThread | None, pidfd: int | None, drain: float) -> None:
+    """Read what is left for at most ``drain`` seconds, then close the pipes and logs."""
+    if thread is not None:
+        thread.finish(drain)
+    else:
+        pump.drain(drain)
+    if pidfd is not None:
+        os.close(pidfd)
+    pump.close()
 
 
 def _spawn(
