@@ -62,7 +62,11 @@ class Cgroup:
     def populated(self) -> bool:
         """False when no live process is left in the cgroup or below it (zombies do not count)."""
         try:
-            events = (self.path / "cgroup.events").read_text().split()
+            fd = os.open(self.path / "cgroup.events", os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                events = os.read(fd, 4096).decode().split()
+            finally:
+                os.close(fd)
         except OSError:
             return bool(self.pids())
         return events[events.index("populated") + 1] != "0" if "populated" in events else True
@@ -87,6 +91,13 @@ class Cgroup:
 
     def remove(self) -> bool:
         """Kill what is left, wait until empty, remove the cgroup (children first)."""
+        try:
+            self.path.rmdir()  # the usual case, an empty cgroup with no children: one call
+            return True
+        except FileNotFoundError:
+            return True
+        except OSError:
+            pass  # EBUSY (members left) or ENOTEMPTY (cgroups below): the full way
         if self.populated():
             self.kill()
             deadline = time.monotonic() + _EMPTY_WAIT_SEC
