@@ -36,7 +36,6 @@ from ksi.runner.diskfull import (
     DISK_FULL,
     is_disk_full,
     mark_disk_full,
-    raise_if_capture_hit_full_disk,
     save_unless_disk_full,
     wipe_after_disk_full,
 )
@@ -101,8 +100,6 @@ def seed_dir(task: TaskSpec, dest: Path) -> Path:
     """``dest`` filled with the task's starting files, written once (safe across processes)."""
     if dest.is_dir():
         return dest
-    from ksi.tasks.seed import seed_repo
-
     with _SEED_LOCKS_GUARD:
         lock = _SEED_LOCKS.setdefault(str(dest), threading.Lock())
     with lock:
@@ -111,7 +108,7 @@ def seed_dir(task: TaskSpec, dest: Path) -> Path:
             shutil.rmtree(tmp, ignore_errors=True)
             tmp.mkdir(parents=True)
             try:
-                seed_repo(task, tmp)
+                task.starting_files.seed_into(tmp, task_id=task.id)
                 os.replace(tmp, dest)
             except OSError:
                 remove_tree(tmp)  # a full disk must not leave half a seed behind
@@ -269,7 +266,6 @@ class _Attempt:
             t = time.monotonic()
             captured = attempt_dir / "captured" / "repo"
             capture = capture_repo(repo, seed, captured, max_file_bytes=cfg.capture_max_file_bytes)
-            raise_if_capture_hit_full_disk(capture.skipped)
             write_diff(seed, captured, attempt_dir / "diff.patch")
             self.times["capture"] = time.monotonic() - t
             handle.stop()

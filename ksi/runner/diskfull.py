@@ -73,19 +73,6 @@ def _says_disk_full(text: str) -> bool:
     return any(os.strerror(code) in text for code in _FULL_ERRNOS)
 
 
-def raise_if_capture_hit_full_disk(skipped: Iterable[Any]) -> None:
-    """Capture lists a file it could not copy instead of raising; a full disk must stop it.
-
-    Grading a capture with files missing because the disk was full would
-    score work the agent did not hand in.
-    """
-    for item in skipped:
-        reason = str(getattr(item, "reason", ""))
-        if _says_disk_full(reason):
-            path = getattr(item, "path", "?")
-            raise OSError(errno.ENOSPC, f"capture could not copy {path}: {reason}")
-
-
 def mark_disk_full(record: AttemptRecord, exc: BaseException) -> AttemptRecord:
     """The record of an attempt a full disk stopped: an error a resume runs again."""
     return attrs.evolve(
