@@ -259,7 +259,7 @@ class CommandEvaluator:
         workdir = tmp / "repo"
         try:
             try:
-                _seed(task, workdir)
+                task.starting_files.seed_into(workdir, task_id=task.id)
             except Exception as exc:  # any failure to copy means nothing to grade
                 result = EvalResult(
                     STATUS_MISSING_WORKSPACE,
@@ -411,17 +411,6 @@ def _relative_in(path: Path, root: Path) -> str | None:
 
 def _safe(text: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in text)[:40] or "task"
-
-
-def _seed(task: TaskSpec, dest: Path) -> None:
-    """Copy the task's starting files into ``dest`` (which must not exist yet).
-
-    Uses the task sources' own seeding (``ksi.tasks.seed.seed_repo``), which
-    knows every way a task can carry starting files.
-    """
-    from ksi.tasks.seed import seed_repo
-
-    seed_repo(task, dest)
 
 
 @hookimpl(trylast=True)

@@ -1,7 +1,8 @@
 """Putting a task's starting files into an attempt's ``repo/``.
 
-The runner calls :func:`seed_repo` once per task and run. It is
-:meth:`ksi.task_parts.StartingFiles.seed_into`: inline ``files`` are written
+:func:`seed_repo` is :meth:`ksi.task_parts.StartingFiles.seed_into`, which the
+runner and the ``command`` evaluator call directly; it stays here for code
+written against the task-level helper. Inline ``files`` are written
 straight into the destination (a big tasks file never writes temporary
 copies), a directory is copied with symlinks kept as links and never
 followed, so a starting tree that links outside itself cannot pull outside
