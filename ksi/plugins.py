@@ -23,7 +23,7 @@ import inspect
 import os
 import threading
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 import pluggy
@@ -435,7 +435,12 @@ class PluginState:
             return reg
 
     def _build_registry(self, kind: str) -> Registry:
-        reg = Registry(kind, describe=self.describe)
+        reg = Registry(
+            kind,
+            describe=self.describe,
+            is_builtin=self._is_builtin,
+            failures=lambda: self._failures_for(kind),
+        )
         self._late_errors[kind] = []
         for info in self.infos.values():
             info.components.pop(kind, None)
@@ -492,9 +497,23 @@ class PluginState:
                 f"{PROTOCOLS[kind]})"
             )
 
+    def _failures_for(self, kind: str) -> list[str]:
+        """Plugins that failed to import or to register ``kind``: what an unknown name may be."""
+        return [str(e) for e in [*self.load_errors, *self._late_errors.get(kind, [])]]
+
     def _is_builtin(self, plugin_name: str) -> bool:
         info = self.infos.get(plugin_name)
         return info is not None and info.builtin
+
+    def builtin_names(self, kind: str) -> set[str]:
+        """The names and aliases (lower case) KSI's own plugins give components of ``kind``."""
+        reg = self.registry(kind)
+        return {
+            key
+            for r in reg
+            if self._is_builtin(r.plugin)
+            for key in (r.name.lower(), *(a.lower() for a in r.aliases))
+        }
 
     def build_all(self) -> None:
         """Collect every kind of component now, so listings show them and all errors."""
@@ -515,14 +534,45 @@ class PluginState:
                 )
         return problems
 
-    def register_commands(self, cli: Any) -> None:
-        """Let every plugin add CLI commands; a plugin that raises is reported and skipped."""
+    def register_commands(self, cli: Any, *, reserved: Collection[str] = ()) -> None:
+        """Let every plugin add CLI commands to ``cli`` (a ``typer.Typer``).
+
+        A plugin that raises is reported and skipped. A command named like one
+        in ``reserved`` (KSI's built-in commands) or like an earlier plugin's is
+        taken out again and reported against the plugin: ``ksi run`` is always
+        KSI's own.
+        """
         self._late_errors["command"] = []
+        taken = {name: "" for name in reserved}
         for impl in call_order(self.pm.hook.ksi_register_commands):
+            before = (len(cli.registered_commands), len(cli.registered_groups))
             try:
                 _call_impl(impl, cli=cli)
             except Exception as exc:
                 self._fail_plugin(impl.plugin_name, "register commands", exc, late="command")
+                continue
+            for entries, start in zip(
+                (cli.registered_commands, cli.registered_groups), before, strict=True
+            ):
+                for entry in list(entries[start:]):
+                    name = _command_name(entry)
+                    owner = taken.get(name) if name is not None else None
+                    if owner is None:
+                        if name is not None:
+                            taken[name] = impl.plugin_name
+                        continue
+                    entries.remove(entry)
+                    holder = f"plugin {self.describe(owner)}" if owner else "ksi itself"
+                    self._fail_plugin(
+                        impl.plugin_name,
+                        "register commands",
+                        PluginError(
+                            f"command {name!r} is already {holder}'s; `ksi {name}` stays "
+                            f"{'built in' if not owner else 'that one'} and this plugin's "
+                            "is left out: rename it"
+                        ),
+                        late="command",
+                    )
 
     # -- in-process plugins ------------------------------------------------
     def register_plugin(self, obj: object, name: str | None = None) -> Callable[[], None]:
@@ -559,6 +609,16 @@ class PluginState:
                     errs[:] = [e for e in errs if e.plugin != plugin_name]
 
         return unregister
+
+
+def _command_name(entry: Any) -> str | None:
+    """The name typer gives a registered command or group (``None``: typer names it later)."""
+    name = getattr(entry, "name", None)
+    if name is None and getattr(entry, "typer_instance", None) is not None:
+        name = entry.typer_instance.info.name
+    if name is None and getattr(entry, "callback", None) is not None:
+        name = entry.callback.__name__
+    return None if not isinstance(name, str) else name.lower().replace("_", "-")
 
 
 def _format_traceback(exc: BaseException) -> str:

@@ -19,7 +19,7 @@ import dataclasses
 import difflib
 import importlib
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -77,10 +77,22 @@ def is_reference(name: str) -> bool:
 class Registry:
     """Components of one kind, by lower-cased name and alias."""
 
-    def __init__(self, kind: str, describe: Callable[[str], str] = repr) -> None:
+    def __init__(
+        self,
+        kind: str,
+        describe: Callable[[str], str] = repr,
+        *,
+        is_builtin: Callable[[str], bool] = lambda plugin: False,
+        failures: Callable[[], Sequence[str]] = tuple,
+    ) -> None:
         self.kind = kind
         #: Turns a plugin name into how messages should name it (with its distribution).
         self._describe = describe
+        #: Whether a plugin is built into KSI: its names win over a plugin's at equal precedence.
+        self._is_builtin = is_builtin
+        #: Plugins that failed to load (or to register this kind): an unknown name names them,
+        #: since the component asked for may be one of theirs.
+        self._failures = failures
         self._by_key: dict[str, Registration] = {}
         self._entries: list[Registration] = []
         self._clashes: dict[str, list[Registration]] = {}
@@ -105,6 +117,24 @@ class Registry:
         if not taken and keys[0] in self._by_key:
             return self._by_key[keys[0]]  # the same object registered twice: harmless
         clashes = [(k, r) for k, r in taken.items() if r.precedence == precedence]
+        builtin_clash = next(
+            (
+                (k, r)
+                for k, r in clashes
+                if self._is_builtin(r.plugin) and not self._is_builtin(plugin)
+            ),
+            None,
+        )
+        if builtin_clash is not None:
+            # A built-in keeps its name: a plugin must not break every default run by
+            # accident. The clash is the plugin's alone to fix.
+            key, existing = builtin_clash
+            raise DuplicateComponentError(
+                f"{self.kind} name {key!r} is built into ksi ({self._describe(existing.plugin)}); "
+                f"the built-in keeps it and plugin {self._describe(plugin)}'s {self.kind} "
+                f"{name!r} is not registered: rename it, or mark the plugin's hook "
+                "@hookimpl(tryfirst=True) to replace the built-in on purpose"
+            )
         if clashes:
             for key, existing in clashes:
                 self._clashes.setdefault(key, [existing]).append(reg)
@@ -172,6 +202,18 @@ class Registry:
             msg += "."
         msg += f" Valid {self.kind}s: {', '.join(valid) if valid else '(none registered)'}"
         msg += " (or give module:attribute, or ./file.py:Attribute)"
+        failed = list(self._failures())
+        if failed:
+            count = len(failed)
+            msg += (
+                f"\n{count} plugin{' that' if count == 1 else 's that'} failed to load may "
+                f"have provided it:"
+            )
+            msg += "".join(f"\n  {line}" for line in failed)
+            msg += (
+                "\nfix or disable (KSI_DISABLE_PLUGINS=NAME) "
+                f"{'it' if count == 1 else 'them'}; `ksi --debug plugins` shows the traceback"
+            )
         return msg
 
     def _import_reference(self, ref: str) -> Registration:

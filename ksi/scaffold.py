@@ -71,9 +71,28 @@ def render(text: str, names: PluginNames) -> str:
     return text
 
 
+#: What the generated package registers under its name: its name must not be a built-in's.
+SCAFFOLD_KINDS = ("task source", "evaluator")
+
+
+def refuse_reserved(names: PluginNames) -> None:
+    """A name KSI's own task sources or evaluators use would lose to the built-in (exit 2)."""
+    from ksi.plugins import get_plugins
+
+    state = get_plugins()
+    for kind in SCAFFOLD_KINDS:
+        if names.name in state.builtin_names(kind):
+            raise UserInputError(
+                f"plugin name {names.name!r} is the name of KSI's built-in {kind} "
+                f"{names.name!r}; the package would register a {kind} by that name, which "
+                "the built-in keeps: choose another name (e.g. my-bench)"
+            )
+
+
 def create_plugin(raw_name: str, dest: Path | None = None) -> tuple[PluginNames, Path, list[Path]]:
     """Write the package into ``dest`` (default ``plugins/ksi-NAME``); return what was written."""
     names = PluginNames.from_name(raw_name)
+    refuse_reserved(names)
     target = Path(dest) if dest is not None else Path("plugins") / names.dist
     if target.exists() and (not target.is_dir() or any(target.iterdir())):
         raise UserInputError(

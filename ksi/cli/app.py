@@ -71,6 +71,8 @@ class Settings:
 
     verbose: bool = False
     debug: bool = False
+    #: A command (``ksi plugins``) listed the plugin errors itself: not again at exit.
+    plugin_errors_shown: bool = False
 
 
 class RootGroup(typer.core.TyperGroup):
@@ -100,7 +102,8 @@ class RootGroup(typer.core.TyperGroup):
             from ksi.plugins import get_plugins
 
             holder = typer.Typer()
-            get_plugins().register_commands(holder)
+            # A plugin command named like a built-in is left out and reported against it.
+            get_plugins().register_commands(holder, reserved=BUILTIN_COMMANDS)
             found: dict[str, Any] = {}
             if holder.registered_commands or holder.registered_groups:
                 group = typer.main.get_group(holder)
@@ -217,7 +220,7 @@ def _report_plugin_errors() -> None:
     from ksi.plugins import loaded_plugins
 
     state = loaded_plugins()
-    if state is None:
+    if state is None or Settings.plugin_errors_shown:
         return
     for err in state.errors:
         typer.echo(f"warning: {err}", err=True)
@@ -227,7 +230,7 @@ def _report_plugin_errors() -> None:
 
 def main(argv: Sequence[str] | None = None) -> None:
     """The ``ksi`` console script."""
-    Settings.verbose = Settings.debug = False
+    Settings.verbose = Settings.debug = Settings.plugin_errors_shown = False
     command: Callable[..., Any] = typer.main.get_command(build_app()).main
     try:
         command(args=argv, prog_name="ksi")

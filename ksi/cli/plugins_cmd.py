@@ -13,6 +13,7 @@ from typing import Annotated, Any
 
 import typer
 
+from ksi.cli.app import Settings
 from ksi.cli.common import echo_json, is_tty
 from ksi.plugins import KINDS, PluginInfo, PluginState, get_plugins
 from ksi.text import printable
@@ -45,6 +46,9 @@ def plugins(
         return
     state = get_plugins()
     state.build_all()
+    root = ctx.find_root().command
+    if hasattr(root, "plugin_commands"):  # collected too, so a clashing command is reported
+        root.plugin_commands()
     infos = [i for i in state.infos.values() if all_ or not i.builtin]
     infos.sort(key=lambda i: (not i.builtin, i.name.lower()))
     if json_:
@@ -57,6 +61,7 @@ def plugins(
                 ],
             }
         )
+        _exit_if_failed(state)
         return
     if not infos:
         hint = "" if all_ else " (--all includes KSI's built-in plugins)"
@@ -67,6 +72,14 @@ def plugins(
         for info in infos:
             typer.echo(printable(_plain_line(info)))
     _print_errors(state)
+    _exit_if_failed(state)
+
+
+def _exit_if_failed(state: PluginState) -> None:
+    """Exit code 1 when any plugin failed, so a script or CI notices a broken install."""
+    Settings.plugin_errors_shown = True
+    if state.errors:
+        raise typer.Exit(1)
 
 
 def _info_json(info: PluginInfo) -> dict[str, Any]:
@@ -128,10 +141,13 @@ def _print_table(infos: list[PluginInfo]) -> None:
 def _print_errors(state: PluginState) -> None:
     for err in state.errors:
         typer.echo(f"error: {printable(str(err), multiline=True)}", err=True)
+        if Settings.debug and err.traceback:
+            typer.echo(err.traceback.rstrip(), err=True)
     if state.errors:
+        more = "" if Settings.debug else "; `ksi --debug plugins` shows the tracebacks"
         typer.echo(
             "error: these plugins were skipped; fix or disable them "
-            "(KSI_DISABLE_PLUGINS=name), or see docs/plugins.md#troubleshooting",
+            f"(KSI_DISABLE_PLUGINS=name), or see docs/plugins.md#troubleshooting{more}",
             err=True,
         )
 
