@@ -173,13 +173,15 @@ def test_completed_run_resumes_to_nothing(tmp_path: Path) -> None:
     assert summary.run_complete
 
 
-def test_resume_refuses_a_changed_task_set(tmp_path: Path) -> None:
+def test_resume_takes_new_tasks_and_refuses_a_changed_one(tmp_path: Path) -> None:
     tasks = _tasks(tmp_path, 2)
     opts = {"agent": "command", "agent_options": {"cmd": "true"}, "run_dir": tmp_path / "run"}
     ksi.run(tasks, **opts)
+    # Issue 15: a task added to the file joins the run (old records stay comparable).
     write_tasks(tasks, [dict(TASK, task_id=f"t{i}") for i in range(3)])
-    with pytest.raises(RunError, match="tasks added since the run started: t2"):
-        ksi.run(tasks, **opts)
+    grown = ksi.run(tasks, **opts)
+    assert [t.task_id for t in grown.tasks] == ["t0", "t1", "t2"]
+    assert len(journal_lines(tmp_path / "run")) == 3
     write_tasks(tasks, [dict(TASK, task_id="t0"), dict(TASK, task_id="t1", prompt="other")])
     with pytest.raises(RunError, match="prompt or eval changed: t1"):
         ksi.run(tasks, **opts)

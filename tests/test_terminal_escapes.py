@@ -103,14 +103,14 @@ def test_error_messages_quoting_user_text_are_escaped(tmp_path: Path, hostile: P
         out = _clean(proc)
         assert "unknown key" in out and "owned" in out and "'..' is not allowed" in out
 
-    # A resume refused because a task was added quotes the new id as it is.
-    tasks = write_tasks(tmp_path / "grow.jsonl", [{"task_id": "a", "prompt": "p"}])
+    # A resume refused because a task changed quotes its id as it is.
+    tasks = write_tasks(tmp_path / "grow.jsonl", [{"task_id": EVIL_ID, "prompt": "p"}])
     run = tmp_path / "grown"
     assert ksi("run", str(tasks), "--agent", "nop", "--run-dir", str(run)).returncode == 0
-    write_tasks(tasks, [{"task_id": "a", "prompt": "p"}, {"task_id": EVIL_ID, "prompt": "p"}])
+    write_tasks(tasks, [{"task_id": EVIL_ID, "prompt": "another prompt"}])
     proc = ksi("run", str(tasks), "--agent", "nop", "--run-dir", str(run))
     assert proc.returncode == 2
-    assert f"tasks added since the run started: {SHOWN_ID}" in _clean(proc)
+    assert f"tasks whose prompt or eval changed: {SHOWN_ID}" in _clean(proc)
 
 
 def _in_a_terminal(*args: str) -> str:

@@ -8,12 +8,16 @@ import signal
 import sys
 import warnings
 from collections.abc import Iterator
-from typing import Annotated, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ksi.errors import KsiError, KsiWarning
+from ksi.errors import KsiError, KsiWarning, UserInputError
 from ksi.text import printable
+
+if TYPE_CHECKING:
+    from ksi.tasks.selection import TaskSelection
 
 #: ``--eval-env NAME`` of every command that runs an eval command on the host.
 EvalEnvOption = Annotated[
@@ -24,6 +28,76 @@ EvalEnvOption = Annotated[
         "no credentials otherwise.",
     ),
 ]
+
+
+# -- task selection: one vocabulary for run, check, grade, regrade, tasks validate/list --
+
+#: The tasks file or directory, as the first argument.
+TasksArg = Annotated[
+    Path | None,
+    typer.Argument(help="Tasks file or directory.", show_default=False),
+]
+#: The older spelling of TASKS, kept working.
+TasksPathOption = Annotated[
+    Path | None,
+    typer.Option("--tasks-path", metavar="PATH", help="Same as TASKS (the older spelling)."),
+]
+#: ``--task-id`` (repeatable, globs, ``a,b``); ``--task-ids`` is its older spelling.
+TaskIdOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--task-id",
+        "--task-ids",
+        metavar="ID|GLOB",
+        help="Only tasks whose id matches: an id or a glob like 'fix-*' (repeatable; a,b "
+        "works too). One that matches nothing is an error.",
+    ),
+]
+ExcludeOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--exclude",
+        metavar="ID|GLOB",
+        help="Leave out tasks whose id matches (repeatable; a,b works too).",
+    ),
+]
+#: ``--limit N``; ``--max-tasks`` is its older spelling.
+LimitOption = Annotated[
+    int | None,
+    typer.Option(
+        "--limit",
+        "--max-tasks",
+        min=1,
+        metavar="N",
+        help="Only the first N selected tasks, in file order.",
+    ),
+]
+
+
+def tasks_path_of(tasks: Path | None, tasks_path: Path | None) -> Path | None:
+    """TASKS or ``--tasks-path`` (the same thing): both, and different, is a mistake."""
+    if tasks is not None and tasks_path is not None and tasks != tasks_path:
+        raise UserInputError(
+            f"two tasks paths: {str(tasks)!r} and --tasks-path {str(tasks_path)!r}; give one"
+        )
+    return tasks if tasks is not None else tasks_path
+
+
+def require_tasks_path(tasks: Path | None, tasks_path: Path | None, command: str) -> Path:
+    """The tasks path a command cannot do without, or exit 2 saying how to give it."""
+    path = tasks_path_of(tasks, tasks_path)
+    if path is None:
+        raise UserInputError(f"give the tasks: ksi {command} TASKS_PATH ...")
+    return path
+
+
+def task_selection(
+    task_id: list[str] | None, exclude: list[str] | None = None, limit: int | None = None
+) -> TaskSelection:
+    """The :class:`TaskSelection` the selection options of a command make."""
+    from ksi.tasks.selection import TaskSelection
+
+    return TaskSelection(include=tuple(task_id or ()), exclude=tuple(exclude or ()), limit=limit)
 
 
 def fail(exc: KsiError) -> typer.Exit:

@@ -10,7 +10,6 @@ command may write anything).
 
 from __future__ import annotations
 
-import difflib
 import shutil
 import tempfile
 from collections.abc import Sequence
@@ -20,7 +19,15 @@ from typing import Annotated, Any
 import attrs
 import typer
 
-from ksi.cli.common import EvalEnvOption, echo_json, stop_signals_as_interrupt
+from ksi.cli.common import (
+    EvalEnvOption,
+    TaskIdOption,
+    TasksArg,
+    TasksPathOption,
+    echo_json,
+    require_tasks_path,
+    stop_signals_as_interrupt,
+)
 from ksi.errors import UserInputError
 from ksi.fstree import copy_tree
 from ksi.models import EvalResult, TaskSpec
@@ -45,7 +52,7 @@ class GradeOutcome:
 
 def grade_workspace(
     tasks_path: Path,
-    task_id: str,
+    task_id: str | Sequence[str],
     workspace: Path,
     *,
     task_source: str = DEFAULT_TASK_SOURCE,
@@ -58,9 +65,10 @@ def grade_workspace(
 ) -> GradeOutcome:
     """Load ``task_id`` from ``tasks_path`` and grade a temporary copy of ``workspace``.
 
-    Raises :class:`ksi.errors.UserInputError` (exit 2) for anything the user
-    can fix: a missing path, an unknown task id, source or evaluator, bad
-    options.
+    ``task_id`` is an id or glob (or several, as ``--task-id`` repeated) that
+    must pick exactly one task. Raises :class:`ksi.errors.UserInputError`
+    (exit 2) for anything the user can fix: a missing path, an unknown task
+    id, source or evaluator, bad options.
     """
     from ksi.tasks.loaders import get_task_source
 
@@ -70,7 +78,8 @@ def grade_workspace(
     if not tasks_path.exists():
         raise UserInputError(f"--tasks-path: {str(tasks_path)!r} does not exist")
     source = get_task_source(task_source)
-    task = _find_task(source.load(tasks_path), task_id, tasks_path)
+    patterns = (task_id,) if isinstance(task_id, str) else tuple(task_id)
+    task = _find_task(source.load(tasks_path), patterns, tasks_path)
     evaluator_name = evaluator or str(getattr(source, "default_evaluator", "") or "")
     if not evaluator_name:
         raise UserInputError(
@@ -113,19 +122,21 @@ def grade_workspace(
     )
 
 
-def _find_task(tasks: Sequence[TaskSpec], task_id: str, tasks_path: Path) -> TaskSpec:
-    for task in tasks:
-        if task.id == task_id:
-            return task
-    ids = [t.id for t in tasks]
-    msg = f"--task-id: no task {task_id!r} in {tasks_path} ({len(ids)} tasks)"
-    close = difflib.get_close_matches(task_id, ids, n=5, cutoff=0.5)
-    if close:
-        msg += f"; did you mean {', '.join(repr(c) for c in close)}?"
-    elif ids:
-        shown = ", ".join(repr(i) for i in ids[:10])
-        msg += f"; task ids: {shown}{', ...' if len(ids) > 10 else ''}"
-    raise UserInputError(msg)
+def _find_task(tasks: Sequence[TaskSpec], patterns: Sequence[str], tasks_path: Path) -> TaskSpec:
+    """The one task the ``--task-id`` patterns pick (the selection every command shares)."""
+    from ksi.tasks.selection import TaskSelection
+
+    selection = TaskSelection(include=tuple(patterns))
+    if not selection.include:
+        raise UserInputError("--task-id: give the task to grade against (--task-id ID)")
+    chosen = selection.apply(tasks, where=str(tasks_path))
+    if len(chosen) > 1:
+        ids = ", ".join(repr(t.id) for t in chosen[:10])
+        raise UserInputError(
+            f"--task-id: {selection.describe()} picks {len(chosen)} tasks in {tasks_path} "
+            f"({ids}{', ...' if len(chosen) > 10 else ''}); grade takes one: give its id"
+        )
+    return chosen[0]
 
 
 def _print_outcome(outcome: GradeOutcome) -> None:
@@ -157,10 +168,6 @@ def _print_outcome(outcome: GradeOutcome) -> None:
 
 
 def grade(
-    tasks_path: Annotated[
-        Path, typer.Option("--tasks-path", help="The tasks file (or directory) holding the task.")
-    ],
-    task_id: Annotated[str, typer.Option("--task-id", help="The task to grade against.")],
     workspace: Annotated[
         Path,
         typer.Option(
@@ -169,6 +176,9 @@ def grade(
             "temporary directory first and never modified.",
         ),
     ],
+    tasks: TasksArg = None,
+    tasks_path: TasksPathOption = None,
+    task_id: TaskIdOption = None,
     evaluator: Annotated[
         str | None,
         typer.Option(
@@ -217,8 +227,8 @@ def grade(
     """
     stop_signals_as_interrupt()
     outcome = grade_workspace(
-        tasks_path,
-        task_id,
+        require_tasks_path(tasks, tasks_path, "grade"),
+        task_id or (),
         workspace,
         task_source=task_source,
         evaluator=evaluator,

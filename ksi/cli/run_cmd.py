@@ -20,10 +20,18 @@ import typer
 
 from ksi.cli.common import (
     EvalEnvOption,
+    ExcludeOption,
+    LimitOption,
+    TaskIdOption,
+    TasksArg,
+    TasksPathOption,
     echo_json,
     is_tty,
     print_warnings,
+    require_tasks_path,
     stop_signals_as_interrupt,
+    task_selection,
+    tasks_path_of,
 )
 from ksi.errors import UserInputError
 from ksi.limits import MAX_TIMEOUT_SEC
@@ -31,12 +39,6 @@ from ksi.text import printable
 
 if TYPE_CHECKING:
     from ksi.runner.progress import Progress
-
-
-def _split_ids(value: str | None) -> list[str] | None:
-    if not value:
-        return None
-    return [x.strip() for x in value.split(",") if x.strip()]
 
 
 def _progress() -> Progress:
@@ -56,8 +58,8 @@ def _parse_wipe(value: str) -> bool:
 
 def run_command(
     ctx: typer.Context,
-    tasks: Annotated[Path | None, typer.Argument(help="Tasks file or directory.")] = None,
-    tasks_path: Annotated[Path | None, typer.Option("--tasks-path", help="Same as TASKS.")] = None,
+    tasks: TasksArg = None,
+    tasks_path: TasksPathOption = None,
     task_source: Annotated[str, typer.Option(help="Task source name.")] = "custom",
     agent: Annotated[str | None, typer.Option(help="Agent name (ksi agents lists them).")] = None,
     agent_option: Annotated[
@@ -105,8 +107,9 @@ def run_command(
             help="Agent wall clock per attempt, seconds (at most 7 days).",
         ),
     ] = None,
-    task_ids: Annotated[str | None, typer.Option(help="Only these task ids (a,b).")] = None,
-    max_tasks: Annotated[int | None, typer.Option(min=1, help="Only the first N.")] = None,
+    task_id: TaskIdOption = None,
+    exclude: ExcludeOption = None,
+    limit: LimitOption = None,
     wipe_workspace_per_task: Annotated[
         str,
         typer.Option(
@@ -143,7 +146,8 @@ def run_command(
     from ksi.runner.run_state import load_run_state
     from ksi.runner.safety import EVAL_ISOLATION_CHOICES
 
-    path = tasks or tasks_path
+    path = tasks_path_of(tasks, tasks_path)
+    selection = task_selection(task_id, exclude, limit)
     env_options = parse_key_values(environment_option or [], "--environment-option")
     shortcuts: dict[str, str | None] = ctx.meta.get(SHORTCUTS, {})
     env_options.update({key: value for key, value in shortcuts.items() if value is not None})
@@ -168,8 +172,9 @@ def run_command(
         "attempts": attempts,
         "concurrency": concurrency or default_concurrency(),
         "timeout_sec": timeout,
-        "task_ids": _split_ids(task_ids),
-        "max_tasks": max_tasks,
+        "task_ids": list(selection.include) or None,
+        "exclude_task_ids": list(selection.exclude) or None,
+        "max_tasks": selection.limit,
         "wipe_workspace": _parse_wipe(wipe_workspace_per_task),
         "retries": retries,
         "solved_threshold": solved_threshold,
@@ -228,6 +233,9 @@ _PARAM_FIELDS = {
     "timeout": "timeout_sec",
     "wipe_workspace_per_task": "wipe_workspace",
     "max_cost": "max_cost_usd",
+    "task_id": "task_ids",
+    "exclude": "exclude_task_ids",
+    "limit": "max_tasks",
 }
 
 
@@ -278,8 +286,15 @@ def regrade_command(
         str | None,
         typer.Option(help="auto, sandbox or none (default: the run's --eval-isolation)."),
     ] = None,
+    task_id: TaskIdOption = None,
+    exclude: ExcludeOption = None,
+    limit: LimitOption = None,
 ) -> None:
-    """Grade every attempt of a run again from its captured repos."""
+    """Grade every attempt of a run again from its captured repos.
+
+    --task-id, --exclude and --limit choose among the run's tasks; the others
+    keep their records.
+    """
     from ksi.options import parse_key_values
     from ksi.runner.regrade import regrade_run
 
@@ -290,12 +305,17 @@ def regrade_command(
         evaluator_options=parse_key_values(evaluator_option or [], "--evaluator-option"),
         eval_env=eval_env,
         eval_isolation=eval_isolation,
+        selection=task_selection(task_id, exclude, limit),
     )
     _print_summary(summary)
 
 
 def check_command(
-    tasks: Annotated[Path, typer.Argument(help="Tasks file or directory.")],
+    tasks: TasksArg = None,
+    tasks_path: TasksPathOption = None,
+    task_id: TaskIdOption = None,
+    exclude: ExcludeOption = None,
+    limit: LimitOption = None,
     task_source: Annotated[str, typer.Option(help="Task source name.")] = "custom",
     environment: Annotated[str, typer.Option(help="Where the agents run.")] = "local",
     concurrency: Annotated[
@@ -309,20 +329,24 @@ def check_command(
     """Run `oracle` and `nop` on every task and list the broken ones.
 
     A task is broken when its own solution does not solve it, or when it
-    passes with no work at all. Exit code 1 when any task is broken.
+    passes with no work at all. A task with no reference solution is run by
+    nop only and listed as not checked. Exit code 1 when any task is broken.
     """
     from ksi.runner.check import check_tasks
     from ksi.runner.config import default_concurrency
     from ksi.serialization import to_data
 
+    path = require_tasks_path(tasks, tasks_path, "check")
+    selection = task_selection(task_id, exclude, limit)
     base = run_dir or Path(tempfile.mkdtemp(prefix="ksi-check-"))
     stop_signals_as_interrupt()
     result = check_tasks(
-        tasks,
+        path,
         task_source=task_source,
         environment=environment,
         base_dir=base,
         concurrency=concurrency or default_concurrency(),
+        selection=selection,
     )
     if as_json:
         echo_json(to_data(result))

@@ -7,7 +7,16 @@ from typing import Annotated, Any
 
 import typer
 
-from ksi.cli.common import echo_json
+from ksi.cli.common import (
+    ExcludeOption,
+    LimitOption,
+    TaskIdOption,
+    TasksArg,
+    TasksPathOption,
+    echo_json,
+    require_tasks_path,
+    task_selection,
+)
 from ksi.errors import TaskLoadError
 from ksi.models import TaskSpec
 from ksi.tasks.loaders import (
@@ -16,6 +25,7 @@ from ksi.tasks.loaders import (
     validate_tasks_for_source,
 )
 from ksi.tasks.seed import describe_starting_files
+from ksi.tasks.selection import TaskSelection
 from ksi.text import printable
 
 tasks_app = typer.Typer(
@@ -25,26 +35,47 @@ tasks_app = typer.Typer(
     rich_markup_mode=None,
 )
 
-PathArg = Annotated[Path, typer.Argument(help="The tasks file (.json or .jsonl) or directory.")]
-SourceOpt = Annotated[str, typer.Option("--task-source", help="Task source that reads PATH.")]
+SourceOpt = Annotated[str, typer.Option("--task-source", help="Task source that reads TASKS.")]
 
 
-def _load(path: Path, task_source: str) -> list[TaskSpec]:
-    """All problems (exit 2) or the tasks; validation first so every problem is listed."""
+def _load(
+    tasks: Path | None,
+    tasks_path: Path | None,
+    task_source: str,
+    selection: TaskSelection,
+    command: str,
+) -> tuple[Path, list[TaskSpec]]:
+    """All problems (exit 2) or the selected tasks; validation first so every problem is listed."""
+    path = require_tasks_path(tasks, tasks_path, f"tasks {command}")
     problems = validate_tasks_for_source(task_source, path)
     if problems:
         count = len(problems)
         raise TaskLoadError(
             problems, header=f"{path}: {count} problem{'s' if count != 1 else ''} found"
         )
-    return get_task_source(task_source).load(path)
+    loaded = get_task_source(task_source).load(path)
+    return path, loaded if selection.everything else selection.apply(loaded, where=str(path))
 
 
 @tasks_app.command("validate")
-def validate(path: PathArg, task_source: SourceOpt = DEFAULT_TASK_SOURCE) -> None:
-    """Check every record in PATH; print "OK: N tasks" or every problem (exit 2)."""
-    tasks = _load(path, task_source)
-    typer.echo(f"OK: {len(tasks)} task{'s' if len(tasks) != 1 else ''} in {printable(str(path))}")
+def validate(
+    tasks: TasksArg = None,
+    tasks_path: TasksPathOption = None,
+    task_id: TaskIdOption = None,
+    exclude: ExcludeOption = None,
+    limit: LimitOption = None,
+    task_source: SourceOpt = DEFAULT_TASK_SOURCE,
+) -> None:
+    """Check every record in TASKS; print "OK: N tasks" or every problem (exit 2).
+
+    The whole file is checked; --task-id, --exclude and --limit only choose
+    which tasks are counted (a pattern that matches none is an error).
+    """
+    selection = task_selection(task_id, exclude, limit)
+    path, chosen = _load(tasks, tasks_path, task_source, selection, "validate")
+    count = f"{len(chosen)} task{'s' if len(chosen) != 1 else ''}"
+    picked = "" if selection.everything else f" selected by {selection.describe()}"
+    typer.echo(f"OK: {count}{printable(picked)} in {printable(str(path))}")
 
 
 def _row(task: TaskSpec) -> dict[str, Any]:
@@ -61,12 +92,17 @@ def _row(task: TaskSpec) -> dict[str, Any]:
 
 @tasks_app.command("list")
 def list_tasks(
-    path: PathArg,
+    tasks: TasksArg = None,
+    tasks_path: TasksPathOption = None,
+    task_id: TaskIdOption = None,
+    exclude: ExcludeOption = None,
+    limit: LimitOption = None,
     task_source: SourceOpt = DEFAULT_TASK_SOURCE,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")] = False,
 ) -> None:
     """List each task: id, starting files (count or directory) and eval command."""
-    rows = [_row(task) for task in _load(path, task_source)]
+    selection = task_selection(task_id, exclude, limit)
+    rows = [_row(task) for task in _load(tasks, tasks_path, task_source, selection, "list")[1]]
     if as_json:
         echo_json(rows)
         return

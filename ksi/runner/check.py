@@ -2,8 +2,9 @@
 
 Two ordinary runs (agent ``oracle``, agent ``nop``) in their own run
 directories; a task is broken when oracle's best score is below 1.0 (or
-unscored), or when nop's reaches it. Task authors run this before paying for
-a model.
+unscored), or when nop's reaches it. A task with no reference solution is
+run by nop only and listed as not checked, so one such task does not stop
+the check of the others. Task authors run this before paying for a model.
 """
 
 from __future__ import annotations
@@ -12,9 +13,13 @@ from pathlib import Path
 
 import attrs
 
+from ksi.options import create_component
+from ksi.plugins import registry
 from ksi.runner.config import RunConfig
 from ksi.runner.driver import Driver
 from ksi.runner.models import RunSummary
+from ksi.tasks.loaders import get_task_source
+from ksi.tasks.selection import TaskSelection
 
 
 @attrs.frozen
@@ -23,6 +28,8 @@ class TaskCheck:
     oracle_score: float | None
     nop_score: float | None
     problems: tuple[str, ...]
+    #: Why oracle could not attempt the task (no reference solution); "" when it did.
+    not_checked: str = ""
 
 
 @attrs.frozen
@@ -35,20 +42,29 @@ class CheckResult:
     def broken(self) -> list[TaskCheck]:
         return [t for t in self.tasks if t.problems]
 
+    @property
+    def not_checked(self) -> list[TaskCheck]:
+        """Tasks oracle could not attempt (no reference solution): checked by nop alone."""
+        return [t for t in self.tasks if t.not_checked]
+
     def lines(self) -> list[str]:
         out = []
         for t in self.broken:
             for p in t.problems:
                 out.append(f"BROKEN {t.task_id}: {p}")
+        for t in self.not_checked:
+            out.append(f"NOT CHECKED {t.task_id}: {t.not_checked}")
+        ok = len([t for t in self.tasks if not t.problems and not t.not_checked])
+        unchecked = f", {len(self.not_checked)} not checked" if self.not_checked else ""
         out.append(
-            f"{len(self.tasks) - len(self.broken)}/{len(self.tasks)} tasks OK, "
-            f"{len(self.broken)} broken (runs: {self.oracle_run}, {self.nop_run})"
+            f"{ok}/{len(self.tasks)} tasks OK, {len(self.broken)} broken{unchecked} "
+            f"(runs: {self.oracle_run}, {self.nop_run})"
         )
         return out
 
 
-def _best(summary: RunSummary) -> dict[str, float | None]:
-    return {t.task_id: t.best_score for t in summary.tasks}
+def _best(summary: RunSummary | None) -> dict[str, float | None]:
+    return {t.task_id: t.best_score for t in summary.tasks} if summary is not None else {}
 
 
 def check_tasks(
@@ -58,27 +74,45 @@ def check_tasks(
     environment: str = "local",
     base_dir: Path,
     concurrency: int = 2,
+    selection: TaskSelection | None = None,
 ) -> CheckResult:
-    results = {}
-    for agent in ("oracle", "nop"):
+    """Run oracle on the tasks it can attempt and nop on every task; judge each.
+
+    A task without a reference solution does not stop the check: oracle
+    skips it, nop still runs it, and it is listed as not checked.
+    """
+    path = Path(tasks_path).resolve()
+    tasks = (selection or TaskSelection()).apply(
+        get_task_source(task_source).load(path), where=str(tasks_path)
+    )
+    oracle_agent = create_component(
+        registry("agent").get("oracle").obj, {}, kind="agent", option_flag="--agent-option"
+    )
+    why_not = {t.id: "; ".join(oracle_agent.check_tasks([t])) for t in tasks}
+    runs = {"oracle": [t for t in tasks if not why_not[t.id]], "nop": tasks}
+    results: dict[str, RunSummary | None] = {}
+    for agent, agent_tasks in runs.items():
         config = RunConfig(
             agent=agent,
             task_source=task_source,
-            tasks_path=str(Path(tasks_path).resolve()),
+            tasks_path=str(path),
             environment=environment,
             concurrency=concurrency,
         )
-        results[agent] = Driver(config, base_dir / agent).run()
+        run = Driver(config, base_dir / agent, tasks=agent_tasks) if agent_tasks else None
+        results[agent] = run.run() if run is not None else None
     oracle, nop = _best(results["oracle"]), _best(results["nop"])
     checks = []
-    for task_id in oracle:
+    for task in tasks:
         problems = []
-        o, n = oracle[task_id], nop.get(task_id)
-        if o is None:
+        o, n = oracle.get(task.id), nop.get(task.id)
+        if why_not[task.id]:
+            pass  # listed as not checked, with the reason
+        elif o is None:
             problems.append("its solution could not be graded (unscored: no eval, eval timeout?)")
         elif o < 1.0:
             problems.append(f"unsolvable by its own solution (oracle scored {o:.2f})")
         if n is not None and n >= 1.0:
             problems.append("passes with no work (nop scored 1.00)")
-        checks.append(TaskCheck(task_id, o, n, tuple(problems)))
+        checks.append(TaskCheck(task.id, o, n, tuple(problems), why_not[task.id]))
     return CheckResult(tuple(checks), str(base_dir / "oracle"), str(base_dir / "nop"))

@@ -1,13 +1,15 @@
 """A run's configuration, and the rules for resuming it.
 
 The configuration is written to ``run.json`` when a run starts. Re-running on
-the same run directory resumes only if the *key* options and the task set
-are the same: otherwise the journal's records would describe a different
-experiment, and the numbers mixed from both would be wrong.
+the same run directory resumes unless a setting that defines the experiment
+changed (:data:`RESUME_RULES`): the journal's records would then describe a
+different experiment, and the numbers mixed from both would be wrong. What
+only adds to the experiment is allowed: more attempts, more tasks.
 """
 
 from __future__ import annotations
 
+import enum
 import hashlib
 import json
 import os
@@ -19,21 +21,62 @@ import attrs
 from ksi.limits import timeout_problem
 from ksi.models import TaskSpec
 from ksi.runner.run_state import RunState
+from ksi.tasks.selection import TaskSelection
 
-#: Options that define the experiment; a resume must not change them.
-KEY_OPTIONS = (
-    "task_source",
-    "agent",
-    "agent_options",
-    "model",
-    "environment",
-    "environment_options",
-    "evaluator",
-    "evaluator_options",
-    "eval_in",
-    "attempts",
-    "wipe_workspace",
-)
+
+class Change(enum.Enum):
+    """How a setting may differ when a run is resumed (a row of :data:`RESUME_RULES`)."""
+
+    #: Old records would describe another experiment: the resume is refused.
+    MATCH = "must match"
+    #: May be raised (more attempts are added); lowering it is refused.
+    GROW = "may grow"
+    #: The newest value is used and recorded; old records stay comparable.
+    FREE = "may change"
+
+
+@attrs.frozen
+class ResumeRule:
+    change: Change
+    #: The option that sets it, for the fix a refusal suggests.
+    flag: str
+
+
+_MATCH, _GROW, _FREE = Change.MATCH, Change.GROW, Change.FREE
+
+#: Every :class:`RunConfig` setting and how a resume may change it (a test checks that
+#: every field has a row: a new setting must say). The task set has its own rule
+#: (:func:`resume_mismatches`): tasks may be added or left out of a session, but a
+#: task whose prompt or eval changed is refused.
+RESUME_RULES: dict[str, ResumeRule] = {
+    "agent": ResumeRule(_MATCH, "--agent"),
+    "task_source": ResumeRule(_MATCH, "--task-source"),
+    "tasks_path": ResumeRule(_FREE, "TASKS"),
+    "agent_options": ResumeRule(_MATCH, "--agent-option"),
+    "model": ResumeRule(_MATCH, "--model"),
+    "environment": ResumeRule(_MATCH, "--environment"),
+    "environment_options": ResumeRule(_MATCH, "--environment-option"),
+    "evaluator": ResumeRule(_MATCH, "--evaluator"),
+    "evaluator_options": ResumeRule(_MATCH, "--evaluator-option"),
+    "eval_in": ResumeRule(_MATCH, "--eval-in"),
+    "executor": ResumeRule(_FREE, "--executor"),
+    "attempts": ResumeRule(_GROW, "--attempts"),
+    "concurrency": ResumeRule(_FREE, "--concurrency"),
+    "timeout_sec": ResumeRule(_FREE, "--timeout"),
+    "task_ids": ResumeRule(_FREE, "--task-id"),
+    "max_tasks": ResumeRule(_FREE, "--limit"),
+    "exclude_task_ids": ResumeRule(_FREE, "--exclude"),
+    "wipe_workspace": ResumeRule(_MATCH, "--wipe-workspace-per-task"),
+    "retries": ResumeRule(_FREE, "--retries"),
+    "solved_threshold": ResumeRule(_FREE, "--solved-threshold"),
+    "max_cost_usd": ResumeRule(_FREE, "--max-cost"),
+    "agent_env": ResumeRule(_FREE, "--agent-env"),
+    "eval_env": ResumeRule(_FREE, "--eval-env"),
+    "eval_isolation": ResumeRule(_FREE, "--eval-isolation"),
+    "log_cap_bytes": ResumeRule(_FREE, "log_cap_bytes="),
+    "capture_max_file_bytes": ResumeRule(_FREE, "capture_max_file_bytes="),
+    "output_json": ResumeRule(_FREE, "--output-json"),
+}
 
 
 def default_concurrency() -> int:
@@ -58,8 +101,12 @@ class RunConfig:
     attempts: int = 1
     concurrency: int = attrs.field(factory=default_concurrency)
     timeout_sec: float | None = None
+    #: Task ids or globs to run (``--task-id``; None: every task).
     task_ids: list[str] | None = None
+    #: The first N of the selected tasks (``--limit``).
     max_tasks: int | None = None
+    #: Task ids or globs to leave out (``--exclude``).
+    exclude_task_ids: list[str] | None = None
     wipe_workspace: bool = True
     retries: int = 0
     solved_threshold: float = 1.0
@@ -100,9 +147,14 @@ class RunConfig:
             )
         return out
 
-    def key(self) -> dict[str, Any]:
-        data = attrs.asdict(self)
-        return {k: data[k] for k in KEY_OPTIONS}
+    @property
+    def selection(self) -> TaskSelection:
+        """Which tasks of the file this run works on."""
+        return TaskSelection(
+            include=tuple(self.task_ids or ()),
+            exclude=tuple(self.exclude_task_ids or ()),
+            limit=self.max_tasks,
+        )
 
 
 def task_fingerprint(task: TaskSpec) -> str:
@@ -124,24 +176,43 @@ def task_set_fingerprint(tasks: Sequence[TaskSpec]) -> dict[str, str]:
     return {t.id: task_fingerprint(t) for t in tasks}
 
 
+def _unset(value: Any) -> bool:
+    return value in ({}, None, [])
+
+
 def resume_mismatches(
     stored: RunState, config: RunConfig, fingerprints: dict[str, str]
 ) -> list[str]:
-    """Why the stored run cannot be resumed with this configuration (empty: it can)."""
+    """Why the stored run cannot be resumed with this configuration (empty: it can).
+
+    Each line names the setting, both values and the fix.
+    """
     problems = []
-    stored_key = stored.config
-    for name, value in config.key().items():
-        old = stored_key.get(name)
-        if old != value and not (old is None and value in ({}, None)):
-            problems.append(f"{name}: the run has {old!r}, this command has {value!r}")
+    new = attrs.asdict(config)
+    for name, rule in RESUME_RULES.items():
+        if name not in stored.config:
+            continue  # the run predates this setting: nothing to compare
+        old, value = stored.config.get(name), new.get(name)
+        if rule.change is Change.FREE or old == value or (_unset(old) and _unset(value)):
+            continue
+        if rule.change is Change.GROW:
+            if old is None or (isinstance(value, int) and value >= old):
+                continue
+            problems.append(
+                f"{name}: the run has {old!r}, this command has {value!r}; it may grow but "
+                f"not shrink (the run holds records up to {old!r}): give {rule.flag} {old!r} "
+                "or more"
+            )
+            continue
+        problems.append(
+            f"{name}: the run has {old!r}, this command has {value!r}; old records would not "
+            f"be comparable: give {rule.flag} as the run has it, or start a new --run-dir"
+        )
     old_tasks = stored.tasks
-    added = sorted(set(fingerprints) - set(old_tasks))
-    removed = sorted(set(old_tasks) - set(fingerprints))
     changed = sorted(t for t in fingerprints if t in old_tasks and old_tasks[t] != fingerprints[t])
-    if added:
-        problems.append(f"tasks added since the run started: {', '.join(added[:10])}")
-    if removed:
-        problems.append(f"tasks missing from this command: {', '.join(removed[:10])}")
     if changed:
-        problems.append(f"tasks whose prompt or eval changed: {', '.join(changed[:10])}")
+        problems.append(
+            f"tasks whose prompt or eval changed: {', '.join(changed[:10])}; their old records "
+            "grade another task: restore them, give them new ids, or start a new --run-dir"
+        )
     return problems

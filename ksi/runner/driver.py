@@ -127,20 +127,7 @@ class Driver:
         dupes = sorted({i for i in ids if ids.count(i) > 1}) if len(set(ids)) != len(ids) else []
         if dupes:
             raise UserInputError(f"duplicate task ids: {', '.join(dupes)}")
-        if self.config.task_ids:
-            known = set(ids)
-            unknown = [i for i in self.config.task_ids if i not in known]
-            if unknown:
-                raise UserInputError(
-                    f"--task-ids: unknown task id(s) {', '.join(map(repr, unknown))}; "
-                    "`ksi tasks list` shows the ids"
-                )
-            wanted = set(self.config.task_ids)
-            tasks = [t for t in tasks if t.id in wanted]
-        if self.config.max_tasks is not None:
-            tasks = tasks[: self.config.max_tasks]
-        if not tasks:
-            raise UserInputError("no tasks to run after applying --task-ids/--max-tasks")
+        tasks = self.config.selection.apply(tasks, where=self.config.tasks_path or "")
         return tasks, source
 
     def _component_specs(
@@ -192,11 +179,19 @@ class Driver:
                 raise RunError(
                     f"{layout.root} holds a different run; refusing to resume it:\n"
                     + "\n".join(f"  {p}" for p in problems)
-                    + "\nUse a new --run-dir, or the original options."
+                    + "\nMore --attempts and new tasks are fine; these are not "
+                    "(docs/running.md#resuming)."
                 )
-            # Key options matched; the rest (concurrency, retries, report path...)
-            # may change between sessions and the newest values are recorded.
-            state = attrs.evolve(stored, config={**stored.config, **config})
+            # Nothing that defines the experiment changed; the rest (concurrency,
+            # retries, more attempts...) may, and the newest values are recorded.
+            # Tasks new to the run join it; tasks this session leaves out stay in it.
+            added = [t.id for t in tasks if t.id not in stored.tasks]
+            state = attrs.evolve(
+                stored,
+                config={**stored.config, **config},
+                tasks={**stored.tasks, **fingerprints},
+                task_ids=[*stored.task_ids, *added],
+            )
         else:
             state = RunState(
                 run_id=uuid.uuid4().hex[:12],
@@ -315,8 +310,19 @@ class Driver:
     def _finish(self, state: RunState, tasks: list[TaskSpec]) -> RunSummary:
         # Complete when a resume would have nothing to do (a budget reached by
         # the last attempt stopped nothing).
-        remaining = self._plan(tasks, read_records(self.layout.journal))
-        complete = not self._interrupted and not remaining
+        records = read_records(self.layout.journal)
+        remaining = self._plan(tasks, records)
+        # Tasks of the run this session left out (--task-id...) count too: the run is
+        # complete only when each of its tasks has every attempt.
+        latest = latest_by_attempt(records)
+        session = {t.id for t in tasks}
+        missing_elsewhere = any(
+            (task_id, n) not in latest
+            for task_id in state.task_ids
+            if task_id not in session
+            for n in range(1, self.config.attempts + 1)
+        )
+        complete = not self._interrupted and not remaining and not missing_elsewhere
         finished = state.finished_session(complete=complete, stopped_reason=self._stop_reason)
         if not save_unless_disk_full(self.layout.run_json, to_data(finished)):
             self._note_full_disk()

@@ -25,6 +25,7 @@ from ksi.runner.models import AttemptRecord, RunSummary, Timings
 from ksi.runner.run_state import load_run_state, now
 from ksi.runner.safety import configure_host_grading, decide_eval_isolation
 from ksi.runner.summary import summarize_run
+from ksi.tasks.selection import TaskSelection
 
 
 def regrade_run(
@@ -34,14 +35,18 @@ def regrade_run(
     evaluator_options: Mapping[str, Any] | None = None,
     eval_env: Sequence[str] | None = None,
     eval_isolation: str | None = None,
+    selection: TaskSelection | None = None,
 ) -> RunSummary:
-    """Grade every attempt of ``run_dir`` again; ``eval_env``/``eval_isolation`` default
-    to the run's own (``auto`` isolates when the run's agent ran isolated)."""
+    """Grade every attempt of ``run_dir`` again (of the tasks ``selection`` keeps);
+    ``eval_env``/``eval_isolation`` default to the run's own (``auto`` isolates when
+    the run's agent ran isolated)."""
     from ksi.plugins import registry
     from ksi.tasks.loaders import get_task_source
 
     layout = RunLayout(Path(run_dir).resolve())
-    config = load_run_state(layout).config
+    state = load_run_state(layout)
+    config = state.config
+    wanted = set((selection or TaskSelection()).select_ids(state.task_ids, where=str(run_dir)))
     tasks_path = config.get("tasks_path")
     if not tasks_path:
         raise UserInputError(
@@ -71,7 +76,7 @@ def regrade_run(
         journal = Journal(layout.journal)
         try:
             for rec in latest_by_attempt(read_records(layout.journal)).values():
-                task = tasks.get(rec.task_id)
+                task = tasks.get(rec.task_id) if rec.task_id in wanted else None
                 captured = layout.root / rec.attempt_dir / "captured" / "repo"
                 if task is None or not captured.is_dir():
                     continue

@@ -1,0 +1,112 @@
+"""Which tasks of a file a command works on: ``--task-id``, ``--exclude``, ``--limit``.
+
+One selection for every command (run, check, grade, regrade, tasks
+validate/list), so a user learns one vocabulary. Patterns are task ids or
+shell-style globs (:func:`fnmatch.fnmatchcase`: ``fix-*``, ``t[12]``), matched
+case-sensitively like the ids themselves. A pattern that matches no task is
+an error naming it, never a silently smaller run: a typo in ``--exclude``
+would otherwise run the very task it meant to leave out.
+"""
+
+from __future__ import annotations
+
+import difflib
+import fnmatch
+from collections.abc import Iterable, Sequence
+from typing import Protocol, TypeVar
+
+import attrs
+
+from ksi.errors import UserInputError
+
+_GLOB_CHARS = frozenset("*?[")
+
+
+class _HasId(Protocol):
+    @property
+    def id(self) -> str: ...
+
+
+T = TypeVar("T", bound=_HasId)
+
+
+def split_patterns(values: Iterable[str] | None) -> tuple[str, ...]:
+    """Repeated options and comma lists alike: ``["a,b", "c"]`` -> ``("a", "b", "c")``."""
+    out: list[str] = []
+    for value in values or ():
+        out.extend(part.strip() for part in value.split(",") if part.strip())
+    return tuple(dict.fromkeys(out))
+
+
+def is_glob(pattern: str) -> bool:
+    return any(c in _GLOB_CHARS for c in pattern)
+
+
+def matches(task_id: str, pattern: str) -> bool:
+    return task_id == pattern if not is_glob(pattern) else fnmatch.fnmatchcase(task_id, pattern)
+
+
+@attrs.frozen
+class TaskSelection:
+    """Ids or globs to keep (none: all), ids or globs to leave out, then the first ``limit``."""
+
+    include: tuple[str, ...] = attrs.field(default=(), converter=split_patterns)
+    exclude: tuple[str, ...] = attrs.field(default=(), converter=split_patterns)
+    limit: int | None = None
+
+    @property
+    def everything(self) -> bool:
+        return not self.include and not self.exclude and self.limit is None
+
+    def select_ids(self, ids: Sequence[str], *, where: str = "") -> list[str]:
+        """The selected ids, in file order; :class:`UserInputError` for a pattern matching none."""
+        unmatched = [
+            (flag, p)
+            for flag, patterns in (("--task-id", self.include), ("--exclude", self.exclude))
+            for p in patterns
+            if not any(matches(i, p) for i in ids)
+        ]
+        if unmatched:
+            raise UserInputError("\n".join(_no_match(flag, p, ids, where) for flag, p in unmatched))
+        chosen = [
+            i
+            for i in ids
+            if (not self.include or any(matches(i, p) for p in self.include))
+            and not any(matches(i, p) for p in self.exclude)
+        ]
+        return chosen if self.limit is None else chosen[: self.limit]
+
+    def apply(self, tasks: Sequence[T], *, where: str = "") -> list[T]:
+        """The selected tasks, in their order; an error when none is left."""
+        wanted = set(self.select_ids([t.id for t in tasks], where=where))
+        chosen = [t for t in tasks if t.id in wanted]
+        if not chosen:
+            raise UserInputError(
+                f"no tasks left to work on{_in(where)} after {self.describe()}; "
+                "`ksi tasks list` shows the ids"
+            )
+        return chosen
+
+    def describe(self) -> str:
+        """The selection as the options that make it (``--task-id 'a*' --exclude b``)."""
+        parts = [f"--task-id {p!r}" for p in self.include]
+        parts += [f"--exclude {p!r}" for p in self.exclude]
+        if self.limit is not None:
+            parts.append(f"--limit {self.limit}")
+        return " ".join(parts) or "(every task)"
+
+
+def _in(where: str) -> str:
+    return f" in {where}" if where else ""
+
+
+def _no_match(flag: str, pattern: str, ids: Sequence[str], where: str) -> str:
+    if is_glob(pattern):
+        msg = f"{flag}: glob {pattern!r} matches no task{_in(where)} ({len(ids)} tasks)"
+    else:
+        msg = f"{flag}: no task {pattern!r}{_in(where)} ({len(ids)} tasks)"
+    close = difflib.get_close_matches(pattern, list(ids), n=3, cutoff=0.5)
+    if close:
+        return msg + f"; did you mean {', '.join(map(repr, close))}?"
+    shown = ", ".join(map(repr, ids[:8]))
+    return msg + (f"; task ids: {shown}{', ...' if len(ids) > 8 else ''}" if ids else "")
