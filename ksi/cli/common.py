@@ -7,7 +7,7 @@ import json
 import signal
 import sys
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -26,6 +26,85 @@ EvalEnvOption = Annotated[
         metavar="NAME",
         help="Host environment variable to pass to the eval command (repeatable); it gets "
         "no credentials otherwise.",
+    ),
+]
+
+
+# -- component names: completion from the registry, KSI_* environment defaults ---------
+
+
+def complete_names(kind: str) -> Callable[[str], list[tuple[str, str]]]:
+    """A shell-completion callback offering the registered names of ``kind`` (with help).
+
+    Completion must never fail in the user's shell: a broken plugin state
+    offers nothing rather than a traceback.
+    """
+
+    def complete(incomplete: str) -> list[tuple[str, str]]:
+        from ksi.plugins import registry
+
+        try:
+            regs = list(registry(kind))
+        except Exception:
+            return []
+        return [
+            (r.name, _first_sentence(r.description)) for r in regs if r.name.startswith(incomplete)
+        ]
+
+    complete.__name__ = f"complete_{kind.replace(' ', '_')}"
+    return complete
+
+
+def _first_sentence(text: str) -> str:
+    """A component's description cut to fit a completion menu line."""
+    flat = " ".join(text.split())
+    sentence = flat.split(". ")[0].split(": ")[0].rstrip(".")
+    return sentence if len(sentence) <= 70 else sentence[:69].rstrip() + "…"
+
+
+AgentOption = Annotated[
+    str | None,
+    typer.Option(
+        "--agent",
+        envvar="KSI_AGENT",
+        autocompletion=complete_names("agent"),
+        help="Agent name (ksi agents lists them).",
+    ),
+]
+TaskSourceOption = Annotated[
+    str,
+    typer.Option(
+        "--task-source",
+        envvar="KSI_TASK_SOURCE",
+        autocompletion=complete_names("task source"),
+        help="Task source that reads TASKS.",
+    ),
+]
+EnvironmentOption = Annotated[
+    str,
+    typer.Option(
+        "--environment",
+        envvar="KSI_ENVIRONMENT",
+        autocompletion=complete_names("environment"),
+        help="Where the agents run: local, sandbox, docker, ...",
+    ),
+]
+EvaluatorOption = Annotated[
+    str | None,
+    typer.Option(
+        "--evaluator",
+        envvar="KSI_EVALUATOR",
+        autocompletion=complete_names("evaluator"),
+        help="Evaluator (default: the task source's).",
+    ),
+]
+ExecutorOption = Annotated[
+    str,
+    typer.Option(
+        "--executor",
+        envvar="KSI_EXECUTOR",
+        autocompletion=complete_names("executor"),
+        help="Where attempts are scheduled.",
     ),
 ]
 

@@ -21,8 +21,10 @@ import typer
 
 from ksi.cli.common import (
     EvalEnvOption,
+    EvaluatorOption,
     TaskIdOption,
     TasksArg,
+    TaskSourceOption,
     TasksPathOption,
     echo_json,
     require_tasks_path,
@@ -179,15 +181,8 @@ def grade(
     tasks: TasksArg = None,
     tasks_path: TasksPathOption = None,
     task_id: TaskIdOption = None,
-    evaluator: Annotated[
-        str | None,
-        typer.Option(
-            "--evaluator", help="Evaluator name (default: the task source's default evaluator)."
-        ),
-    ] = None,
-    task_source: Annotated[
-        str, typer.Option("--task-source", help="Task source that reads --tasks-path.")
-    ] = DEFAULT_TASK_SOURCE,
+    evaluator: EvaluatorOption = None,
+    task_source: TaskSourceOption = DEFAULT_TASK_SOURCE,
     evaluator_option: Annotated[
         list[str] | None,
         typer.Option(

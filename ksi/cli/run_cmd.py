@@ -19,12 +19,18 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from ksi.cli.common import (
+    AgentOption,
+    EnvironmentOption,
     EvalEnvOption,
+    EvaluatorOption,
     ExcludeOption,
+    ExecutorOption,
     LimitOption,
     TaskIdOption,
     TasksArg,
+    TaskSourceOption,
     TasksPathOption,
+    complete_names,
     echo_json,
     is_tty,
     print_warnings,
@@ -33,11 +39,13 @@ from ksi.cli.common import (
     task_selection,
     tasks_path_of,
 )
+from ksi.cli.config_file import ConfigOption
 from ksi.errors import UserInputError
 from ksi.limits import MAX_TIMEOUT_SEC
 from ksi.text import printable
 
 if TYPE_CHECKING:
+    from ksi.runner.driver import RunPlan
     from ksi.runner.progress import Progress
 
 
@@ -58,10 +66,11 @@ def _parse_wipe(value: str) -> bool:
 
 def run_command(
     ctx: typer.Context,
+    config_file: ConfigOption = None,
     tasks: TasksArg = None,
     tasks_path: TasksPathOption = None,
-    task_source: Annotated[str, typer.Option(help="Task source name.")] = "custom",
-    agent: Annotated[str | None, typer.Option(help="Agent name (ksi agents lists them).")] = None,
+    task_source: TaskSourceOption = "custom",
+    agent: AgentOption = None,
     agent_option: Annotated[
         list[str] | None, typer.Option(metavar="KEY=VALUE", help="An agent option (repeatable).")
     ] = None,
@@ -71,15 +80,15 @@ def run_command(
             metavar="NAME", help="Host environment variable to pass to the agent (repeatable)."
         ),
     ] = None,
-    model: Annotated[str | None, typer.Option(help="Model for agents that take one.")] = None,
-    environment: Annotated[str, typer.Option(help="local, sandbox, docker, ...")] = "local",
+    model: Annotated[
+        str | None, typer.Option(envvar="KSI_MODEL", help="Model for agents that take one.")
+    ] = None,
+    environment: EnvironmentOption = "local",
     environment_option: Annotated[
         list[str] | None,
         typer.Option(metavar="KEY=VALUE", help="An environment option (repeatable)."),
     ] = None,
-    evaluator: Annotated[
-        str | None, typer.Option(help="Evaluator (default: the task source's).")
-    ] = None,
+    evaluator: EvaluatorOption = None,
     evaluator_option: Annotated[
         list[str] | None,
         typer.Option(metavar="KEY=VALUE", help="An evaluator option (repeatable)."),
@@ -95,15 +104,26 @@ def run_command(
             "sandbox, or none (UNSAFE: the agent's code runs with your files and network).",
         ),
     ] = "auto",
-    attempts: Annotated[int, typer.Option(min=1, help="Independent attempts per task.")] = 1,
+    attempts: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            envvar="KSI_ATTEMPTS",
+            help="Independent attempts per task (raise it on an existing run to add more).",
+        ),
+    ] = 1,
     concurrency: Annotated[
-        int | None, typer.Option(min=1, help="Attempts at once (default: CPUs, max 8).")
+        int | None,
+        typer.Option(
+            min=1, envvar="KSI_CONCURRENCY", help="Attempts at once (default: CPUs, max 8)."
+        ),
     ] = None,
     timeout: Annotated[
         float | None,
         typer.Option(
             min=0.001,
             max=MAX_TIMEOUT_SEC,
+            envvar="KSI_TIMEOUT",
             help="Agent wall clock per attempt, seconds (at most 7 days).",
         ),
     ] = None,
@@ -118,7 +138,9 @@ def run_command(
         ),
     ] = "true",
     run_dir: Annotated[Path | None, typer.Option(help="Run directory.")] = None,
-    runs_root: Annotated[Path, typer.Option(help="Parent of run directories.")] = Path("runs"),
+    runs_root: Annotated[
+        Path, typer.Option(envvar="KSI_RUNS_ROOT", help="Parent of run directories.")
+    ] = Path("runs"),
     run_name: Annotated[
         str | None, typer.Option(help="Run directory name under --runs-root.")
     ] = None,
@@ -131,12 +153,25 @@ def run_command(
         float | None, typer.Option(help="Stop launching attempts once spend reaches USD.")
     ] = None,
     output_json: Annotated[Path | None, typer.Option(help="Write the JSON report here.")] = None,
-    executor: Annotated[str, typer.Option(help="Where attempts are scheduled.")] = "local",
+    executor: ExecutorOption = "local",
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run",
+            help="Show the plan (tasks, attempts, agent, environment, evaluator, run directory) "
+            "and start nothing.",
+        ),
+    ] = False,
 ) -> None:
     """Run an agent on every task, grade every attempt, and print the summary.
 
     Re-running the same command on the same run directory resumes it: only
-    missing attempts (and, with --retries, unscored or failed ones) run.
+    missing attempts (and, with --retries, unscored or failed ones) run. A
+    resume may raise --attempts and take new tasks; it refuses only changes
+    that would make the old records incomparable (another agent, model...).
+
+    Options may come from a TOML file (-c run.toml) and, for the common ones,
+    from KSI_* environment variables; the command line wins over both.
     """
     from ksi.options import parse_key_values
     from ksi.runner.api import default_run_dir
@@ -209,6 +244,9 @@ def run_command(
         if path is None:
             raise UserInputError("give the tasks: ksi run TASKS_PATH --agent NAME")
         config = RunConfig(**fields)
+    if dry_run:
+        _print_plan(Driver(config, run_dir).preview(), tasks_path=config.tasks_path)
+        return
     stop_signals_as_interrupt()
     runner = Driver(config, run_dir, progress=_progress())
     with print_warnings():
@@ -216,6 +254,34 @@ def run_command(
     for problem in runner.observer_errors:
         typer.echo(f"warning: {printable(problem, multiline=True)}", err=True)
     _print_summary(summary)
+
+
+def _print_plan(plan: RunPlan, *, tasks_path: str | None) -> None:
+    """``ksi run --dry-run``: the plan, one line per thing a user would check."""
+    ids = plan.task_ids
+    shown = ", ".join(ids[:10]) + (f", ... ({len(ids) - 10} more)" if len(ids) > 10 else "")
+    total = len(ids) * plan.attempts
+    if plan.resumes:
+        where = f"{plan.run_dir} (resumes it: {total - plan.to_run} of {total} attempts done)"
+    else:
+        where = f"{plan.run_dir} (new)"
+    rows = [
+        ("run dir", where),
+        ("tasks", f"{len(ids)} from {tasks_path or '(given in Python)'}: {shown}"),
+        ("attempts", f"{plan.attempts} per task, {plan.to_run} to run"),
+        ("agent", plan.agent + (f" (model {plan.model})" if plan.model else "")),
+        ("environment", plan.environment),
+        (
+            "evaluator",
+            f"{plan.evaluator} (grades on the host, isolation {plan.eval_isolation})"
+            if plan.grades_in == "host"
+            else f"{plan.evaluator} (grades in the environment)",
+        ),
+        ("executor", f"{plan.executor}, {plan.concurrency} at once"),
+    ]
+    typer.echo("dry run: nothing was started")
+    for label, value in rows:
+        typer.echo(printable(f"{label + ':':<13}{value}"))
 
 
 def _print_summary(summary: Any) -> None:
@@ -240,9 +306,14 @@ _PARAM_FIELDS = {
 
 
 def _given(ctx: typer.Context, name: str) -> bool:
-    """Whether the user gave parameter ``name`` (rather than it taking its default)."""
+    """Whether the user gave parameter ``name`` (command line, KSI_* variable, -c file)."""
     source = ctx.get_parameter_source(name)
-    return source is not None and source.name in ("COMMANDLINE", "ENVIRONMENT", "PROMPT")
+    return source is not None and source.name in (
+        "COMMANDLINE",
+        "ENVIRONMENT",
+        "PROMPT",
+        "DEFAULT_MAP",
+    )
 
 
 def _check_choice(flag: str, value: str, choices: tuple[str, ...]) -> str:
@@ -270,7 +341,13 @@ def report_command(
 
 def regrade_command(
     run_dir: Annotated[Path, typer.Argument(help="A run directory.")],
-    evaluator: Annotated[str | None, typer.Option(help="Evaluator to grade with.")] = None,
+    evaluator: Annotated[
+        str | None,
+        typer.Option(
+            autocompletion=complete_names("evaluator"),
+            help="Evaluator to grade with (default: the run's).",
+        ),
+    ] = None,
     evaluator_option: Annotated[
         list[str] | None,
         typer.Option(metavar="KEY=VALUE", help="An evaluator option (repeatable)."),
@@ -316,8 +393,8 @@ def check_command(
     task_id: TaskIdOption = None,
     exclude: ExcludeOption = None,
     limit: LimitOption = None,
-    task_source: Annotated[str, typer.Option(help="Task source name.")] = "custom",
-    environment: Annotated[str, typer.Option(help="Where the agents run.")] = "local",
+    task_source: TaskSourceOption = "custom",
+    environment: EnvironmentOption = "local",
     concurrency: Annotated[
         int | None, typer.Option(min=1, help="Attempts at once (default: CPUs, max 8).")
     ] = None,

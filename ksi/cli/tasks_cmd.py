@@ -12,6 +12,7 @@ from ksi.cli.common import (
     LimitOption,
     TaskIdOption,
     TasksArg,
+    TaskSourceOption,
     TasksPathOption,
     echo_json,
     require_tasks_path,
@@ -34,8 +35,6 @@ tasks_app = typer.Typer(
     no_args_is_help=True,
     rich_markup_mode=None,
 )
-
-SourceOpt = Annotated[str, typer.Option("--task-source", help="Task source that reads TASKS.")]
 
 
 def _load(
@@ -64,7 +63,7 @@ def validate(
     task_id: TaskIdOption = None,
     exclude: ExcludeOption = None,
     limit: LimitOption = None,
-    task_source: SourceOpt = DEFAULT_TASK_SOURCE,
+    task_source: TaskSourceOption = DEFAULT_TASK_SOURCE,
 ) -> None:
     """Check every record in TASKS; print "OK: N tasks" or every problem (exit 2).
 
@@ -97,7 +96,7 @@ def list_tasks(
     task_id: TaskIdOption = None,
     exclude: ExcludeOption = None,
     limit: LimitOption = None,
-    task_source: SourceOpt = DEFAULT_TASK_SOURCE,
+    task_source: TaskSourceOption = DEFAULT_TASK_SOURCE,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")] = False,
 ) -> None:
     """List each task: id, starting files (count or directory) and eval command."""

@@ -70,6 +70,27 @@ class PlannedAttempt:
     try_number: int = 0
 
 
+@attrs.frozen
+class RunPlan:
+    """What a ``ksi run`` would do (``--dry-run``): nothing here has started."""
+
+    run_dir: Path
+    #: True when the run directory holds a run this one would continue.
+    resumes: bool
+    task_ids: tuple[str, ...]
+    attempts: int
+    #: Attempts the run would start (all of them, or what a resume still lacks).
+    to_run: int
+    agent: str
+    model: str | None
+    environment: str
+    evaluator: str
+    grades_in: str
+    eval_isolation: str
+    executor: str
+    concurrency: int
+
+
 class RunInterrupted(KsiError):
     """The user stopped the run; the journal holds every finished attempt."""
 
@@ -233,7 +254,8 @@ class Driver:
         return plan
 
     # -- the run --------------------------------------------------------------
-    def run(self) -> RunSummary:
+    def _resolve(self) -> list[TaskSpec]:
+        """Check the configuration, load the tasks, resolve the components; create nothing."""
         problems = self.config.problems()
         if problems:
             raise UserInputError("run configuration:\n" + "\n".join(f"  {p}" for p in problems))
@@ -250,6 +272,51 @@ class Driver:
             eval_env=cfg.eval_env,
         )
         self.executor: Executor = resolve_executor(self.config.executor)
+        return tasks
+
+    def preview(self) -> RunPlan:
+        """What :meth:`run` would do (``ksi run --dry-run``), starting and writing nothing.
+
+        Every check that needs no agent runs: the tasks load and the selection
+        applies, the components resolve with their options, and a resume is
+        checked against the run it would continue. Credentials and images are
+        not checked (that is the run's own preflight).
+        """
+        tasks = self._resolve()
+        layout = self.layout
+        records: list[AttemptRecord] = []
+        resumed = layout.run_json.exists()
+        if resumed:
+            problems = resume_mismatches(
+                load_run_state(layout), self.config, task_set_fingerprint(tasks)
+            )
+            if problems:
+                raise RunError(
+                    f"{layout.root} holds a different run; it would not resume:\n"
+                    + "\n".join(f"  {p}" for p in problems)
+                )
+            records = read_records(layout.journal)
+        else:
+            layout.check_new_run_dir()
+        parts = self.parts
+        return RunPlan(
+            run_dir=layout.root,
+            resumes=resumed,
+            task_ids=tuple(t.id for t in tasks),
+            attempts=self.config.attempts,
+            to_run=len(self._plan(tasks, records)),
+            agent=component_name(parts.agent),
+            model=self.config.model,
+            environment=component_name(parts.environment),
+            evaluator=component_name(parts.evaluator),
+            grades_in=parts.grades_in,
+            eval_isolation=parts.eval_isolation,
+            executor=component_name(self.executor),
+            concurrency=self.config.concurrency,
+        )
+
+    def run(self) -> RunSummary:
+        tasks = self._resolve()
         self._preflight(tasks)
         # Images are checked or built before the run directory exists: a run that
         # cannot start leaves nothing behind.
