@@ -9,8 +9,9 @@ KSI calls the implementations in pluggy's order (``tryfirst`` ones first,
 ``trylast`` ones last, otherwise the newest plugin first), each plugin on its
 own so one that raises is skipped alone; hook wrappers are refused. A name
 registered from a ``tryfirst`` hook overrides the same name from another
-plugin (built-ins register ``trylast``); any other double registration is a
-clash. See docs/plugins.md.
+plugin (built-ins register ``trylast``); otherwise a built-in keeps its
+name (the plugin's component is reported and skipped) and any other double
+registration is a clash. See docs/plugins.md.
 
 Two families of hooks exist:
 
