@@ -13,11 +13,16 @@ from pathlib import Path
 
 import attrs
 import pytest
+import test_plugins
+from test_plugins import Site
 
 from ksi.errors import UserInputError
 from ksi.runner.config import RESUME_RULES, RunConfig
 from ksi.tasks.selection import TaskSelection
 from tests.run_helpers import journal_lines, ksi, write_tasks
+
+#: The temporary site directory fixture of test_plugins.py (real installed plugins).
+site = test_plugins.site
 
 IDS = ["fix-a", "fix-b", "add-c", "add-d", "doc-e"]
 
@@ -227,3 +232,19 @@ def test_check_checks_what_it_can_and_lists_tasks_without_a_solution(tmp_path: P
     assert lines[-1].startswith("1/3 tasks OK, 1 broken, 1 not checked")
     assert _run_ids(tmp_path / "check" / "oracle") == ["free-pass", "good"]
     assert _run_ids(tmp_path / "check" / "nop") == ["free-pass", "good", "no-solution"]
+
+
+def test_check_grades_with_the_task_sources_own_evaluator(site: Site, tmp_path: Path) -> None:
+    site.add("ksi-fake-good", "ksi_fake_good", ep_name="good")
+    tasks = tmp_path / "tasks.txt"
+    tasks.write_text("first\nsecond\n")
+    proc = ksi("check", str(tasks), "--task-source", "fake-source", "--run-dir",
+               str(tmp_path / "check"), env=site.env())  # fmt: skip
+    assert proc.returncode == 0, proc.stderr  # nothing broken; nothing oracle could check
+    assert proc.stdout.splitlines()[-1].startswith("0/2 tasks OK, 0 broken, 2 not checked")
+    records = journal_lines(tmp_path / "check" / "nop")
+    assert sorted((r["task_id"], r["evaluator"], r["score"]) for r in records) == [
+        ("t1", "fake-eval", 0.0),
+        ("t2", "fake-eval", 0.0),
+    ]
+    assert not (tmp_path / "check" / "oracle").exists()

@@ -16,6 +16,7 @@ from typing import Annotated, Any
 
 import typer
 
+from ksi.cli.common import complete_names
 from ksi.errors import EnvironmentFailure, KsiError, UserInputError
 from ksi.options import create_component
 from ksi.text import printable
@@ -69,7 +70,11 @@ def cleanup(
     ] = None,
     environment: Annotated[
         list[str] | None,
-        typer.Option("--environment", help="Only this environment (repeatable; default: all)."),
+        typer.Option(
+            "--environment",
+            autocompletion=complete_names("environment"),
+            help="Only this environment (repeatable; default: all).",
+        ),
     ] = None,
 ) -> None:
     """Remove what killed runs left (containers, local processes): of RUN_DIR, --run-id or --all."""

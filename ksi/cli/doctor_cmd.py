@@ -16,7 +16,7 @@ import attrs
 import typer
 
 from ksi.cli.agents_cmd import agent_facts, all_agent_facts
-from ksi.cli.common import echo_json
+from ksi.cli.common import complete_names, echo_json
 from ksi.errors import KsiError
 from ksi.options import create_component
 from ksi.plugins import get_plugins, registry
@@ -139,11 +139,20 @@ _MARK = {"ok": "[ok]  ", "warn": "[warn]", "fail": "[FAIL]"}
 
 def doctor(
     agent: Annotated[
-        str | None, typer.Option("--agent", help="Check what this agent needs (blocking).")
+        str | None,
+        typer.Option(
+            "--agent",
+            autocompletion=complete_names("agent"),
+            help="Check what this agent needs (blocking).",
+        ),
     ] = None,
     environment: Annotated[
         str | None,
-        typer.Option("--environment", help="Check what this environment needs (blocking)."),
+        typer.Option(
+            "--environment",
+            autocompletion=complete_names("environment"),
+            help="Check what this environment needs (blocking).",
+        ),
     ] = None,
     json_: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:

@@ -82,9 +82,8 @@ def check_tasks(
     skips it, nop still runs it, and it is listed as not checked.
     """
     path = Path(tasks_path).resolve()
-    tasks = (selection or TaskSelection()).apply(
-        get_task_source(task_source).load(path), where=str(tasks_path)
-    )
+    source = get_task_source(task_source)
+    tasks = (selection or TaskSelection()).apply(source.load(path), where=str(tasks_path))
     oracle_agent = create_component(
         registry("agent").get("oracle").obj, {}, kind="agent", option_flag="--agent-option"
     )
@@ -96,6 +95,8 @@ def check_tasks(
             agent=agent,
             task_source=task_source,
             tasks_path=str(path),
+            # The tasks are handed over loaded: the source's evaluator must be named.
+            evaluator=source.default_evaluator,
             environment=environment,
             concurrency=concurrency,
         )
