@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import difflib
 import re
-import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
@@ -95,6 +94,8 @@ def _relative_to(base: Path, raw: Any, converted: Any) -> Any:
 
 def load_defaults(path: Path, command: Any, ctx: Any) -> dict[str, Any]:
     """Parameter name -> value from the TOML file at ``path``, checked against ``command``."""
+    import tomllib  # only when a file is given
+
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
