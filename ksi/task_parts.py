@@ -25,6 +25,8 @@ from ksi.fileops import scratch_dir, write_files
 from ksi.fstree import copy_tree
 from ksi.limits import MAX_TIMEOUT_SEC, timeout_problem
 
+from ksi.protected_files import glob_problem
+
 # The one rule for paths under repo/ (a leaf module with no KSI imports).
 from ksi.relpaths import clean_relative_path
 
@@ -75,12 +77,28 @@ def _check_text_or_none(_inst: object, attribute: attrs.Attribute[Any], value: A
         raise FieldError(attribute.name, "a non-empty string (or None)", value)
 
 
+def _to_protect(value: Any) -> tuple[str, ...]:
+    if isinstance(value, str) or not isinstance(value, tuple | list):
+        raise FieldError("protect", "a list of globs relative to repo/", value)
+    for glob in value:
+        if glob_problem(glob):
+            raise FieldError("protect", "a list of non-empty globs relative to repo/", value)
+    return tuple(value)
+
+
 @attrs.frozen
 class EvalSpec:
-    """How an attempt is graded by a command: ``command`` ("" = unscored task) and its timeout."""
+    """How an attempt is graded by a command: ``command`` ("" = unscored task) and its timeout.
+
+    ``protect``: globs of files under repo/ that are the task's test assets
+    beyond the test-file conventions (:mod:`ksi.protected_files`): capture
+    restores the seed's copy if the agent changed it and drops new ones. For
+    task sources whose tests are not named like tests (``golden/*.out``).
+    """
 
     command: str = attrs.field(default="", validator=_check_str)
     timeout_sec: float = attrs.field(default=DEFAULT_EVAL_TIMEOUT_SEC, converter=_to_seconds)
+    protect: tuple[str, ...] = attrs.field(default=(), converter=_to_protect)
 
 
 def _check_directory(_inst: object, attribute: attrs.Attribute[Any], value: Any) -> None:

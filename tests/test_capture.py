@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from ksi.protected_files import ProtectRule
 from ksi.runner.capture import (
     DEFAULT_MAX_FILE_BYTES,
     CaptureReport,
@@ -61,13 +62,17 @@ def test_agent_work_is_kept(trees: tuple[Path, Path, Path]) -> None:
     seed, live, dest = trees
     (live / "src" / "app.py").write_text("def add(a, b):\n    return a + b\n")
     (live / "src" / "new_module.py").write_text("X = 1\n")
-    (live / "tests" / "helpers.py").write_text("H = 2\n")  # in tests/, but not test-named
     (live / "README.md").unlink()  # deleting a non-test file is the agent's call
-    capture_repo(live, seed, dest)
+    # "test" inside a name is not a test file (issue 15: an oracle's greatest.py scored 0).
+    for name in ("greatest.py", "latest.py", "contest.py", "attestation.py", "LATEST.md"):
+        (live / "src" / name).write_text(f"# {name}\n")
+    report = capture_repo(live, seed, dest)
     assert (dest / "src" / "app.py").read_text() == "def add(a, b):\n    return a + b\n"
     assert (dest / "src" / "new_module.py").read_text() == "X = 1\n"
-    assert (dest / "tests" / "helpers.py").read_text() == "H = 2\n"
+    for name in ("greatest.py", "latest.py", "contest.py", "attestation.py", "LATEST.md"):
+        assert (dest / "src" / name).read_text() == f"# {name}\n"
     assert not (dest / "README.md").exists()
+    assert report.skipped == ()
 
 
 def test_edited_and_deleted_test_files_are_restored_from_the_seed(
@@ -85,18 +90,62 @@ def test_edited_and_deleted_test_files_are_restored_from_the_seed(
     assert "edited by the agent" in skipped_map(report)["tests/test_app.py"]
 
 
-def test_test_named_files_created_by_the_agent_are_dropped_and_listed(
+def test_new_files_that_look_like_tests_are_dropped_and_listed(
     trees: tuple[Path, Path, Path],
 ) -> None:
     seed, live, dest = trees
-    (live / "tests" / "test_extra.py").write_text("assert True\n")
-    (live / "src" / "MyTest.java").write_text("class MyTest {}\n")
-    (live / "LATEST_NOTES.md").write_text("contains 'test' in any case\n")
+    dropped = (
+        "tests/test_extra.py",
+        "tests/helpers.py",  # anything under a tests/ directory
+        "src/__tests__/app.js",
+        "spec/app_spec.rb",
+        "src/test/Main.java",
+        "src/test_more.py",
+        "src/app_test.go",
+        "src/app.test.ts",
+        "src/app_spec.rb",
+        "src/app.spec.js",
+        "src/conftest.py",
+        "Tests.py",
+        "src/Test_Upper.py",  # conventions in any letter case
+    )
+    for rel in dropped:
+        (live / rel).parent.mkdir(parents=True, exist_ok=True)
+        (live / rel).write_text("assert True\n")
     report = capture_repo(live, seed, dest)
     skipped = skipped_map(report)
-    for rel in ("tests/test_extra.py", "src/MyTest.java", "LATEST_NOTES.md"):
-        assert not (dest / rel).exists()
-        assert "created by the agent" in skipped[rel]
+    for rel in dropped:
+        assert not (dest / rel).exists(), rel
+        assert "looks like a test" in skipped[rel] and "created by the agent" in skipped[rel]
+    assert report.skipped_counts == {"test_created": len(dropped)}
+
+
+def test_deleted_seed_test_file_is_listed_as_restored(trees: tuple[Path, Path, Path]) -> None:
+    seed, live, dest = trees
+    (live / "tests" / "conftest.py").unlink()
+    report = capture_repo(live, seed, dest)
+    assert (dest / "tests" / "conftest.py").read_text() == "# fixtures\n"
+    assert skipped_map(report) == {
+        "tests/conftest.py": "test file deleted by the agent: seed version restored"
+    }
+
+
+def test_protect_globs_add_files_the_conventions_miss(trees: tuple[Path, Path, Path]) -> None:
+    """run_tests.sh is no test by convention: a task or run protects it with a glob."""
+    seed, live, dest = trees
+    (live / "run_tests.sh").write_text("#!/bin/sh\nexit 0\n")  # the agent games the eval
+    (live / "golden").mkdir()
+    (live / "golden" / "new.out").write_text("forged\n")
+    unprotected = capture_repo(live, seed, dest)
+    assert (dest / "run_tests.sh").read_text() == "#!/bin/sh\nexit 0\n"
+    assert (dest / "golden" / "new.out").exists() and unprotected.skipped == ()
+
+    report = capture_repo(live, seed, dest, protect=ProtectRule(("run_tests.sh", "golden/*")))
+    assert (dest / "run_tests.sh").read_text() == (seed / "run_tests.sh").read_text()
+    assert not (dest / "golden" / "new.out").exists()
+    skipped = skipped_map(report)
+    assert "edited by the agent" in skipped["run_tests.sh"]
+    assert "matches the protect glob 'golden/*'" in skipped["golden/new.out"]
 
 
 def test_directory_named_like_a_test_file_cannot_shadow_it(
@@ -256,7 +305,7 @@ def test_missing_live_repo_yields_only_the_seed_test_files(
     shutil.rmtree(live)
     report = capture_repo(live, seed, dest)
     files = sorted(str(p.relative_to(dest)) for p in dest.rglob("*") if p.is_file())
-    assert files == ["run_tests.sh", "tests/conftest.py", "tests/test_app.py"]
+    assert files == ["tests/conftest.py", "tests/test_app.py"]  # run_tests.sh: no test name
     assert report.repo_missing
     assert "repo/ missing" in skipped_map(report)["."]
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import difflib
 import secrets
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -31,6 +32,21 @@ def default_run_dir(runs_root: str | Path = "runs", run_name: str | None = None)
     return Path(runs_root) / f"{stamp}-{secrets.token_hex(3)}"
 
 
+#: ``ksi.run()``'s own keyword arguments (besides the RunConfig fields).
+_RUN_PARAMS = frozenset({"evaluator", "environment", "concurrency", "run_dir", "progress"})
+
+
+def _unknown_options(unknown: Sequence[str], known: set[str] | frozenset[str]) -> str:
+    """One line per unknown keyword, each with its "did you mean", then the valid ones."""
+    lines = []
+    for name in unknown:
+        close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.6)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        lines.append(f"ksi.run(): unknown option {name!r}{hint}")
+    lines.append(f"valid options: {', '.join(sorted(known))}")
+    return "\n".join(lines)
+
+
 def run(
     tasks: Sequence[TaskSpec] | str | Path,
     *,
@@ -57,9 +73,7 @@ def run(
     known = {f.name for f in attrs.fields(RunConfig)}
     unknown = sorted(set(options) - known)
     if unknown:
-        raise UserInputError(
-            f"ksi.run(): unknown option(s) {', '.join(unknown)}; valid: {', '.join(sorted(known))}"
-        )
+        raise UserInputError(_unknown_options(unknown, known | _RUN_PARAMS))
     given_tasks: list[TaskSpec] | None = None
     tasks_path: str | None = None
     if isinstance(tasks, (str, Path)):

@@ -28,6 +28,7 @@ import attrs
 
 from ksi.interfaces import AgentContext, AgentOutcome, AttemptContext, ExecResult
 from ksi.models import EvalResult, TaskSpec
+from ksi.protected_files import ProtectRule
 from ksi.runner.cancel import Cancelled, CancelToken, close_token, open_token
 from ksi.runner.capture import CaptureReport, capture_repo, copy_tree, remove_tree
 from ksi.runner.components import Components, component_name, resolve_components
@@ -265,7 +266,13 @@ class _Attempt:
             handle.halt()
             t = time.monotonic()
             captured = attempt_dir / "captured" / "repo"
-            capture = capture_repo(repo, seed, captured, max_file_bytes=cfg.capture_max_file_bytes)
+            capture = capture_repo(
+                repo,
+                seed,
+                captured,
+                max_file_bytes=cfg.capture_max_file_bytes,
+                protect=ProtectRule(cfg.protect).plus(job.task.eval.protect),
+            )
             write_diff(seed, captured, attempt_dir / "diff.patch")
             self.times["capture"] = time.monotonic() - t
             handle.stop()

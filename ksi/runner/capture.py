@@ -7,9 +7,11 @@ under rules the agent cannot bend:
 * the whole final repo is copied, with no file-count cap;
 * ``score.json`` files, ``*.pyc`` files and ``__pycache__`` directories are
   dropped (a score comes only from the eval command; bytecode is noise);
-* every file whose *basename* contains ``test`` (any case) comes from the
-  seed, never from the agent: restored if the agent edited or deleted it,
-  dropped if the agent created it;
+* test files (:mod:`ksi.protected_files`: by convention, ``tests/``,
+  ``test_*``, ``*_test.*``, ``conftest.py``..., never by substring, plus the
+  task's and the run's protect globs) come from the seed, never from the
+  agent: a seed test file is restored if the agent edited or deleted it, a
+  new file that looks like a test is dropped;
 * symlinks are never followed: one that resolves inside the live repo is
   recreated as a relative symlink, anything else (outside, dangling, loop) is
   skipped;
@@ -64,6 +66,7 @@ from ksi.fstree import (
     stream,
     walk_fd,
 )
+from ksi.protected_files import DEFAULT_RULE, ProtectRule
 from ksi.runner.models import SkippedFile
 
 __all__ = [
@@ -74,7 +77,6 @@ __all__ = [
     "copy_tree",
     "display_path",
     "is_noise_name",
-    "is_protected_name",
     "remove_tree",
     "same_file_content",
     "walk_tree",
@@ -110,7 +112,7 @@ class CaptureReport:
     symlinks_kept: int = 0
     #: ``.pyc`` files and ``__pycache__`` directories dropped (not listed).
     noise_dropped: int = 0
-    #: Test-named files the agent edited, replaced or deleted, put back from the seed.
+    #: Seed test files the agent edited, replaced or deleted, put back from the seed.
     restored: tuple[str, ...] = ()
     #: The live repo/ was gone (or not a real directory) when capture ran.
     repo_missing: bool = False
@@ -123,11 +125,6 @@ class CaptureReport:
     def skipped_total(self) -> int:
         """How many paths were skipped, listed or not."""
         return sum(self.skipped_counts.values())
-
-
-def is_protected_name(name: str) -> bool:
-    """Whether a file with this basename must come from the seed (``test`` in any case)."""
-    return "test" in name.lower()
 
 
 def is_noise_name(name: str) -> bool:
@@ -176,17 +173,18 @@ def capture_repo(
     dest: Path,
     *,
     max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
+    protect: ProtectRule = DEFAULT_RULE,
 ) -> CaptureReport:
     """Copy ``live`` (the agent's repo/) into ``dest`` under the capture rules.
 
-    ``seed`` is the task's pristine repo/ (the source of every test-named
-    file). ``dest`` is replaced if it exists. Never raises for anything found
+    ``seed`` is the task's pristine repo/ (the source of every file
+    ``protect`` matches: test files by convention, plus the task's and run's globs). ``dest`` is replaced if it exists. Never raises for anything found
     in ``live``; raises ``OSError`` if ``dest`` itself cannot be created or
     the disk fills up (``ENOSPC``/``EDQUOT``) while it is written.
     """
     if max_file_bytes < 0:
         raise ValueError(f"max_file_bytes must be >= 0, got {max_file_bytes}")
-    return _Capture(Path(live), Path(seed), Path(dest), max_file_bytes).run()
+    return _Capture(Path(live), Path(seed), Path(dest), max_file_bytes, protect).run()
 
 
 #: What the walk saw at a seed test file's path in the live repo.
@@ -194,7 +192,10 @@ _UNCHANGED = "unchanged"
 
 
 class _Capture:
-    def __init__(self, live: Path, seed: Path, dest: Path, max_file_bytes: int) -> None:
+    def __init__(
+        self, live: Path, seed: Path, dest: Path, max_file_bytes: int, protect: ProtectRule
+    ) -> None:
+        self.rule = protect
         self.live = os.path.abspath(live)
         #: Where an absolute link target inside the live repo may point (both spellings).
         self.live_roots = (self.live, os.path.realpath(self.live))
@@ -222,7 +223,7 @@ class _Capture:
         remove_tree(Path(self.dest))
         os.makedirs(os.path.dirname(self.dest), exist_ok=True)
         os.mkdir(self.dest)
-        protected = _protected_seed_files(self.seed)
+        protected = _protected_seed_files(self.seed, self.rule)
         root = self._open_live_root()
         if root is not None:
             try:
@@ -322,7 +323,7 @@ class _Capture:
         except OSError as exc:
             self.skip(rel, "unreadable", f"unreadable: {_why(exc)}")
             return False
-        if not is_dir and is_protected_name(name):
+        if not is_dir and (rel in protected or self.rule.protects(rel)):
             # Restored from the seed afterwards; only agent-created ones are news.
             if rel in protected:
                 self.seen_protected[rel] = self._compare_protected(fd, name, rel, protected[rel])
@@ -330,7 +331,8 @@ class _Capture:
                 self.skip(
                     rel,
                     "test_created",
-                    "test-named file created by the agent: dropped (tests come from the seed)",
+                    f"new file that {self.rule.why(rel)}, created by the agent: dropped "
+                    "(tests come from the task's starting files)",
                 )
             return False
         dst = os.path.join(self.dest, rel)
@@ -539,21 +541,23 @@ class _Capture:
         self.restored.append(rel)
         if how == "replaced":
             self.skip(
-                rel, "test_restored", "test-named file replaced by the agent: seed version restored"
+                rel, "test_restored", "test file replaced by the agent: seed version restored"
             )
         elif how == "link_changed":
             self.skip(
                 rel,
                 "test_restored",
-                "test-named symlink changed by the agent: seed version restored",
+                "test symlink changed by the agent: seed version restored",
             )
         elif how == "edited":
             self.skip(
                 rel,
                 "test_restored",
-                "test-named file edited by the agent: seed version restored",
+                "test file edited by the agent: seed version restored",
                 size,
             )
+        elif not (self.repo_missing or self.repo_unreadable):  # else one entry says it all
+            self.skip(rel, "test_restored", "test file deleted by the agent: seed version restored")
 
     def _prepare_parents(self, rel: str) -> bool:
         """Make every parent of ``rel`` in dest a real directory (never a symlink)."""
@@ -601,15 +605,15 @@ def _judge_link(path: str, target: str, root_real: str) -> str | tuple[str, str]
     return real
 
 
-def _protected_seed_files(seed: str) -> dict[str, bool]:
-    """Test-named files of the seed: relative path -> whether it is a symlink.
+def _protected_seed_files(seed: str, rule: ProtectRule) -> dict[str, bool]:
+    """The seed's files ``rule`` protects: relative path -> whether it is a symlink.
 
     No seed (a task without starting files) or an unreadable corner of it gives fewer entries.
     """
     found: dict[str, bool] = {}
     for rel, entry in walk_tree(seed, lambda name: is_noise_name(name) or name == SCORE_FILE_NAME):
         try:
-            if is_protected_name(entry.name) and (
+            if rule.protects(rel) and (
                 entry.is_symlink() or entry.is_file(follow_symlinks=False)
             ):
                 found[rel] = entry.is_symlink()

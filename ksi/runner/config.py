@@ -20,6 +20,7 @@ import attrs
 
 from ksi.limits import timeout_problem
 from ksi.models import TaskSpec
+from ksi.protected_files import glob_problem
 from ksi.runner.run_state import RunState
 from ksi.tasks.selection import TaskSelection
 
@@ -59,6 +60,7 @@ RESUME_RULES: dict[str, ResumeRule] = {
     "evaluator": ResumeRule(_MATCH, "--evaluator"),
     "evaluator_options": ResumeRule(_MATCH, "--evaluator-option"),
     "eval_in": ResumeRule(_MATCH, "--eval-in"),
+    "protect": ResumeRule(_MATCH, "--protect"),
     "executor": ResumeRule(_FREE, "--executor"),
     "attempts": ResumeRule(_GROW, "--attempts"),
     "concurrency": ResumeRule(_FREE, "--concurrency"),
@@ -118,6 +120,8 @@ class RunConfig:
     eval_isolation: str = "auto"
     log_cap_bytes: int = 20 * 1024 * 1024
     capture_max_file_bytes: int = 10 * 1024 * 1024
+    #: Globs of files under repo/ that capture protects like test files (``--protect``).
+    protect: list[str] = attrs.field(factory=list)
     output_json: str | None = None
 
     def problems(self) -> list[str]:
@@ -145,6 +149,7 @@ class RunConfig:
             out.append(
                 f"eval_isolation: expected 'auto', 'none' or 'sandbox', got {self.eval_isolation!r}"
             )
+        out.extend(f"protect (--protect): {why}" for g in self.protect if (why := glob_problem(g)))
         return out
 
     @property
@@ -169,6 +174,8 @@ def task_fingerprint(task: TaskSpec) -> str:
         "eval_command": task.eval.command,
         "eval_timeout_sec": task.eval.timeout_sec,
     }
+    if task.eval.protect:  # only when set, so older runs' fingerprints still match
+        ident["protect"] = list(task.eval.protect)
     return hashlib.sha256(json.dumps(ident, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 

@@ -426,6 +426,7 @@ class Driver:
                 timeout_sec=cfg.timeout_sec,
                 log_cap_bytes=cfg.log_cap_bytes,
                 capture_max_file_bytes=cfg.capture_max_file_bytes,
+                protect=tuple(cfg.protect),
                 wipe_workspace=cfg.wipe_workspace,
                 eval_in=cfg.eval_in,
                 eval_isolation=self.parts.eval_isolation,

@@ -51,6 +51,8 @@ class AttemptSettings:
     timeout_sec: float | None = None
     log_cap_bytes: int = 20 * 1024 * 1024
     capture_max_file_bytes: int = 10 * 1024 * 1024
+    #: ``--protect`` globs: files capture treats as the task's tests (with the task's own).
+    protect: tuple[str, ...] = ()
     wipe_workspace: bool = True
     #: Where host evaluators grade: ``host`` (the spec) or a fresh ``environment``.
     eval_in: str = "host"
