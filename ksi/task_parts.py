@@ -24,7 +24,6 @@ from ksi.errors import InvalidTaskError
 from ksi.fileops import scratch_dir, write_files
 from ksi.fstree import copy_tree
 from ksi.limits import MAX_TIMEOUT_SEC, timeout_problem
-
 from ksi.protected_files import glob_problem
 
 # The one rule for paths under repo/ (a leaf module with no KSI imports).

@@ -72,6 +72,7 @@ def test_a_record_is_journalled_as_the_same_json_as_before(tmp_path: Path) -> No
         **json.loads(SCORED_LINE),
         "error_kind": "",
         "skipped_counts": {},
+        "repo_changed": None,
     }
     old_eval = SCORED_LINE[SCORED_LINE.index('"eval":') : SCORED_LINE.index(',"timings"')]
     assert old_eval in written, "the eval dict keeps resolved, key order and all"

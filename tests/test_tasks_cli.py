@@ -87,6 +87,7 @@ def test_list_json(runner: CliRunner, tmp_path: Path) -> None:
         {
             "task_id": "x",
             "starting_files": "(empty)",
+            "evaluator": "command",
             "eval_command": "",
             "eval_timeout_sec": 300.0,
             "has_solution": False,

@@ -162,13 +162,28 @@ def run_command(
             "and start nothing.",
         ),
     ] = False,
+    protect: Annotated[
+        list[str] | None,
+        typer.Option(
+            metavar="GLOB",
+            help="Files under repo/ capture treats as tests, besides test_*, tests/... "
+            "(repeatable; e.g. run_tests.sh, 'golden/*').",
+        ),
+    ] = None,
+    fail_on_error: Annotated[
+        bool,
+        typer.Option("--fail-on-error", help="Exit 1 when any attempt ended in error (for CI)."),
+    ] = False,
 ) -> None:
     """Run an agent on every task, grade every attempt, and print the summary.
 
-    Re-running the same command on the same run directory resumes it: only
-    missing attempts (and, with --retries, unscored or failed ones) run. A
-    resume may raise --attempts and take new tasks; it refuses only changes
-    that would make the old records incomparable (another agent, model...).
+    Each attempt starts in its own workspace directory; the task's starting
+    files are in its repo/ subdirectory ($KSI_REPO), which is what gets
+    captured and graded. Re-running the same command on the same run
+    directory resumes it: only missing attempts (and, with --retries,
+    unscored or failed ones) run. A resume may raise --attempts and take new
+    tasks; it refuses only changes that would make the old records
+    incomparable (another agent, model...).
 
     Options may come from a TOML file (-c run.toml) and, for the common ones,
     from KSI_* environment variables; the command line wins over both.
@@ -216,6 +231,7 @@ def run_command(
         "max_cost_usd": max_cost,
         "agent_env": list(agent_env or []),
         "output_json": str(output_json.resolve()) if output_json else None,
+        "protect": list(protect or []),
     }
     if resume:
         # The stored configuration, with whatever this command line gives on top
@@ -254,6 +270,8 @@ def run_command(
     for problem in runner.observer_errors:
         typer.echo(f"warning: {printable(problem, multiline=True)}", err=True)
     _print_summary(summary)
+    if fail_on_error:
+        _exit_on_errors(summary)
 
 
 def _print_plan(plan: RunPlan, *, tasks_path: str | None) -> None:
@@ -288,6 +306,16 @@ def _print_summary(summary: Any) -> None:
     from ksi.cli.summary_view import print_summary
 
     print_summary(summary, rich_output=is_tty())
+
+
+def _exit_on_errors(summary: Any) -> None:
+    """``--fail-on-error``: exit 1 (after the summary) when any attempt ended in error."""
+    if summary.error_attempts:
+        typer.echo(
+            f"error: {summary.error_attempts} attempt(s) ended in error (--fail-on-error)",
+            err=True,
+        )
+        raise typer.Exit(1)
 
 
 #: ``ksi run`` parameters whose RunConfig field has another name.
@@ -417,14 +445,24 @@ def check_command(
     selection = task_selection(task_id, exclude, limit)
     base = run_dir or Path(tempfile.mkdtemp(prefix="ksi-check-"))
     stop_signals_as_interrupt()
-    result = check_tasks(
-        path,
-        task_source=task_source,
-        environment=environment,
-        base_dir=base,
-        concurrency=concurrency or default_concurrency(),
-        selection=selection,
-    )
+    try:
+        result = check_tasks(
+            path,
+            task_source=task_source,
+            environment=environment,
+            base_dir=base,
+            concurrency=concurrency or default_concurrency(),
+            selection=selection,
+        )
+    finally:
+        if run_dir is None:  # a temporary directory: nothing is left in /tmp
+            from ksi.fstree import remove_tree
+
+            remove_tree(base)
+    if run_dir is None:
+        import attrs
+
+        result = attrs.evolve(result, oracle_run="", nop_run="")
     if as_json:
         echo_json(to_data(result))
     else:

@@ -1,12 +1,29 @@
-"""Printing a run summary: a rich table on a terminal, plain aligned text otherwise."""
+"""Printing a run summary: a rich table on a terminal, plain aligned text otherwise.
+
+After the table come the sections that need the user's eyes (each from one
+function, so views can be added or reordered without touching the others):
+:func:`failure_lines` (per failing task: how the agent ended, why grading
+failed, the attempt to open), :func:`capture_change_lines` (every file
+capture dropped or restored) and :func:`unchanged_lines` (attempts that
+changed nothing in repo/); then the totals, ending with the run's state.
+"""
 
 from __future__ import annotations
 
+import os
+
 import typer
 
+from ksi.runner.attention import capture_changes, failing_tasks, unchanged_attempts
 from ksi.runner.capture import MAX_LISTED_SKIPS
 from ksi.runner.models import RunSummary, TaskSummary
 from ksi.text import printable
+
+#: Failing tasks, and attempts of each, described; the rest are counted.
+MAX_FAILING_TASKS = 10
+MAX_ATTEMPTS_PER_TASK = 3
+#: Files capture dropped or restored, listed; the rest are counted.
+MAX_CAPTURE_LINES = 20
 
 
 def _score(value: float | None) -> str:
@@ -50,11 +67,97 @@ def summary_lines(summary: RunSummary) -> list[str]:
         )
     if summary.wall_time_sec is not None:
         lines.append(f"wall time: {summary.wall_time_sec:.1f}s")
+    lines.append(f"run: {run_state(summary)}")
+    return [printable(line) for line in lines]
+
+
+def run_state(summary: RunSummary) -> str:
+    """``complete``/``incomplete``, and never plain ``complete`` when attempts ended in error."""
     state = "complete" if summary.run_complete else "incomplete"
     if summary.stopped_reason:
         state += f" (stopped: {summary.stopped_reason})"
-    lines.append(f"run: {state}")
+    if summary.error_attempts:
+        n = summary.error_attempts
+        state += (
+            f", but {n} attempt{'s' if n != 1 else ''} ended in error (see 'failing tasks' above)"
+        )
+    return state
+
+
+def shown_path(path: str) -> str:
+    """``path`` relative to the current directory when it is below it, else as it is."""
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:
+        return path
+    return path if rel.startswith("..") else rel
+
+
+def failure_lines(summary: RunSummary) -> list[str]:
+    """Per failing task: each attempt's agent ending, why grading failed, where to look."""
+    failures = failing_tasks(summary)
+    if not failures:
+        return []
+    lines = [f"failing tasks ({len(failures)}):"]
+    for task in failures[:MAX_FAILING_TASKS]:
+        lines.append(f"  {task.task_id}: best {_score(task.best_score)}")
+        for a in task.attempts[:MAX_ATTEMPTS_PER_TASK]:
+            lines.append(f"    attempt {a.attempt} ({a.status}): agent {a.agent}")
+            lines.append(f"      grading: {a.grading}")
+            lines.append(f"      open: {shown_path(a.path)}")
+        hidden = len(task.attempts) - MAX_ATTEMPTS_PER_TASK
+        if hidden > 0:
+            lines.append(f"    ... {hidden} more attempts")
+    hidden = len(failures) - MAX_FAILING_TASKS
+    if hidden > 0:
+        lines.append(
+            f"  ... {hidden} more failing tasks (ksi report {summary.run_dir} --json has "
+            "every record)"
+        )
     return [printable(line) for line in lines]
+
+
+def capture_change_lines(summary: RunSummary) -> list[str]:
+    """Every file capture dropped (a new test file, score.json) or restored from the seed."""
+    changes = capture_changes(summary)
+    if not changes:
+        return []
+    lines = [
+        f"capture dropped or restored {len(changes)} file(s) "
+        "(tests come from the task; docs/capture.md):"
+    ]
+    for c in changes[:MAX_CAPTURE_LINES]:
+        lines.append(f"  {c.task_id}/{c.attempt}: {c.file.path}: {c.file.reason}")
+    hidden = len(changes) - MAX_CAPTURE_LINES
+    if hidden > 0:
+        lines.append(f"  ... {hidden} more (skipped_files in each attempt's record.json)")
+    return [printable(line) for line in lines]
+
+
+def unchanged_lines(summary: RunSummary) -> list[str]:
+    """A warning for attempts whose graded repo/ equals the starting files."""
+    idle = unchanged_attempts(summary)
+    if not idle:
+        return []
+    shown = ", ".join(f"{r.task_id}/{r.attempt}" for r in idle[:10])
+    more = f" and {len(idle) - 10} more" if len(idle) > 10 else ""
+    return [
+        printable(
+            f"warning: {len(idle)} attempt(s) changed nothing in repo/: {shown}{more}. "
+            "Agents start in the workspace, with the task's files in repo/ ($KSI_REPO): "
+            "a command agent must write there (cd repo, or use $KSI_REPO)."
+        )
+    ]
+
+
+def attention_lines(summary: RunSummary) -> list[str]:
+    """The sections printed between the table and the totals (empty when all is well)."""
+    lines: list[str] = []
+    for section in (failure_lines, capture_change_lines, unchanged_lines):
+        part = section(summary)
+        if part:
+            lines.extend(["", *part] if lines else part)
+    return lines
 
 
 #: Per-task rows shown on the terminal; the JSON report always has every task.
@@ -114,6 +217,11 @@ def _print_summary(summary: RunSummary, *, rich_output: bool) -> None:
         console.print(table)
         if more:
             console.print(more, highlight=False, markup=False)
+        attention = attention_lines(summary)
+        for line in attention:
+            console.print(line, highlight=False, markup=False)
+        if attention:
+            console.print("")
         for line in summary_lines(summary):
             console.print(line, highlight=False, markup=False)
         return
@@ -124,5 +232,10 @@ def _print_summary(summary: RunSummary, *, rich_output: bool) -> None:
     if more:
         typer.echo(more)
     typer.echo("")
+    attention = attention_lines(summary)
+    for line in attention:
+        typer.echo(line)
+    if attention:
+        typer.echo("")
     for line in summary_lines(summary):
         typer.echo(line)

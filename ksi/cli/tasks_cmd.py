@@ -18,7 +18,7 @@ from ksi.cli.common import (
     require_tasks_path,
     task_selection,
 )
-from ksi.errors import TaskLoadError
+from ksi.errors import TaskLoadError, UserInputError
 from ksi.models import TaskSpec
 from ksi.tasks.loaders import (
     DEFAULT_TASK_SOURCE,
@@ -64,24 +64,43 @@ def validate(
     exclude: ExcludeOption = None,
     limit: LimitOption = None,
     task_source: TaskSourceOption = DEFAULT_TASK_SOURCE,
+    protect: Annotated[
+        list[str] | None,
+        typer.Option(
+            metavar="GLOB", help="As ksi run --protect: more files capture treats as tests."
+        ),
+    ] = None,
 ) -> None:
     """Check every record in TASKS; print "OK: N tasks" or every problem (exit 2).
 
     The whole file is checked; --task-id, --exclude and --limit only choose
-    which tasks are counted (a pattern that matches none is an error).
+    which tasks are counted (a pattern that matches none is an error). Also
+    warns (on stderr, exit 0) about reference solutions that write a file
+    capture would drop or restore before grading (a new test_*.py...).
     """
+    from ksi.protected_files import ProtectRule
+    from ksi.tasks.solution_capture import solution_capture_warnings
+
     selection = task_selection(task_id, exclude, limit)
     path, chosen = _load(tasks, tasks_path, task_source, selection, "validate")
+    try:
+        rule = ProtectRule(tuple(protect or ()))
+    except ValueError as exc:
+        raise UserInputError(f"--protect: {exc}") from None
+    for task in chosen:
+        for warning in solution_capture_warnings(task, rule):
+            typer.echo(f"warning: {printable(warning)}", err=True)
     count = f"{len(chosen)} task{'s' if len(chosen) != 1 else ''}"
     picked = "" if selection.everything else f" selected by {selection.describe()}"
     typer.echo(f"OK: {count}{printable(picked)} in {printable(str(path))}")
 
 
-def _row(task: TaskSpec) -> dict[str, Any]:
+def _row(task: TaskSpec, evaluator: str) -> dict[str, Any]:
     solution = task.solution
     return {
         "task_id": task.id,
         "starting_files": describe_starting_files(task),
+        "evaluator": evaluator,
         "eval_command": task.eval.command,
         "eval_timeout_sec": task.eval.timeout_sec,
         "has_solution": solution is not None and bool(solution.as_dict()),
@@ -101,7 +120,9 @@ def list_tasks(
 ) -> None:
     """List each task: id, starting files (count or directory) and eval command."""
     selection = task_selection(task_id, exclude, limit)
-    rows = [_row(task) for task in _load(tasks, tasks_path, task_source, selection, "list")[1]]
+    evaluator = str(getattr(get_task_source(task_source), "default_evaluator", "") or "command")
+    loaded = _load(tasks, tasks_path, task_source, selection, "list")[1]
+    rows = [_row(task, evaluator) for task in loaded]
     if as_json:
         echo_json(rows)
         return
@@ -109,13 +130,22 @@ def list_tasks(
     table = [
         tuple(
             printable(cell)
-            for cell in (r["task_id"], r["starting_files"], r["eval_command"] or "(none: unscored)")
+            for cell in (r["task_id"], r["starting_files"], _grading(r))
         )
         for r in rows
     ]
     widths = [max(len(h), *(len(row[i]) for row in table)) for i, h in enumerate(headers[:2])]
     for row in (headers, *table):
         typer.echo(f"{row[0]:<{widths[0]}}  {row[1]:<{widths[1]}}  {row[2]}".rstrip())
+
+
+def _grading(row: dict[str, Any]) -> str:
+    """The EVAL COMMAND cell: the command, or who grades a task that has none."""
+    if row["eval_command"]:
+        return str(row["eval_command"])
+    if row["evaluator"] != "command":
+        return f"(graded by the {row['evaluator']!r} evaluator)"
+    return "(none: unscored)"
 
 
 def register(app: typer.Typer) -> None:

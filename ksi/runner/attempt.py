@@ -174,6 +174,10 @@ class _Attempt:
         self.parts = parts
         self.token = token
         self.times: dict[str, float] = {}
+        #: Whether the captured repo differs from the seed (None: capture never ran).
+        self.repo_changed: bool | None = None
+        #: The step running now, named in an error record ("while grading...").
+        self.step = "seeding the workspace"
         self.started = time.monotonic()
         self.base: dict[str, Any] = {
             "task_id": job.task.id,
@@ -222,6 +226,7 @@ class _Attempt:
                 host_workspace=workspace,
                 base_env=job.agent_env,
             )
+            self.step = f"starting environment {component_name(parts.environment)!r}"
             handle = parts.environment.start(actx)
             self.token.track(handle)
             ws_path = str(handle.workspace_path)
@@ -238,6 +243,7 @@ class _Attempt:
                 model=cfg.model,
             )
             t = time.monotonic()
+            self.step = f"running agent {component_name(parts.agent)!r}"
             parts.agent.setup(ctx)
             invocation = parts.agent.invocation(ctx)
             if invocation is not None and isinstance(workdir, str) and invocation.cwd == ".":
@@ -257,12 +263,14 @@ class _Attempt:
 
             if parts.grades_in == "environment":
                 t = time.monotonic()
+                self.step = f"grading with evaluator {component_name(parts.evaluator)!r}"
                 eval_result = parts.evaluator.grade(
                     job.task, repo, env=handle, log_dir=attempt_dir / "eval"
                 )
                 self.times["eval"] = time.monotonic() - t
 
             # Nothing of the agent may run while its repo/ is read.
+            self.step = "capturing repo/"
             handle.halt()
             t = time.monotonic()
             captured = attempt_dir / "captured" / "repo"
@@ -273,12 +281,15 @@ class _Attempt:
                 max_file_bytes=cfg.capture_max_file_bytes,
                 protect=ProtectRule(cfg.protect).plus(job.task.eval.protect),
             )
-            write_diff(seed, captured, attempt_dir / "diff.patch")
+            self.repo_changed = (
+                write_diff(seed, captured, attempt_dir / "diff.patch").files_changed > 0
+            )
             self.times["capture"] = time.monotonic() - t
             handle.stop()
 
             if eval_result is None:
                 t = time.monotonic()
+                self.step = f"grading with evaluator {component_name(parts.evaluator)!r}"
                 eval_result = self._grade_after_capture(repo, captured)
                 self.times["eval"] = time.monotonic() - t
             if cfg.wipe_workspace:
@@ -290,7 +301,7 @@ class _Attempt:
                 status="error",
                 score=None,
                 agent_status=outcome.status,
-                error=f"{type(exc).__name__}: {exc}",
+                error=f"{type(exc).__name__}: {exc} (while {self.step})",
                 timings=Timings(**self.times, total=time.monotonic() - self.started),
                 finished_at=now(),
                 retryable=True,
@@ -317,9 +328,10 @@ class _Attempt:
         workdir.parent.mkdir(parents=True, exist_ok=True)
         copy_tree(captured, workdir)
         try:
-            return evaluator.grade(job.task, workdir, log_dir=log_dir)
+            result = evaluator.grade(job.task, workdir, log_dir=log_dir)
         finally:
             remove_tree(workdir)
+        return _graded_copy_removed(result, str(workdir), str(captured))
 
     def _grade_in_fresh_environment(self, captured: Path) -> EvalResult:
         """``--eval-in environment``: grade a copy of the captured repo in a new environment.
@@ -382,8 +394,23 @@ class _Attempt:
             final_message=outcome.final_message,
             skipped_files=capture.skipped if capture else (),
             skipped_counts=capture.skipped_counts if capture else {},
+            repo_changed=self.repo_changed,
             log_truncated=bool(result and result.output_truncated),
             error=outcome.error,
             finished_at=now(),
             retryable=retryable,
         )
+
+
+def _graded_copy_removed(result: EvalResult, workdir: str, captured: str) -> EvalResult:
+    """``result`` saying that its ``eval_workdir`` is gone, and where the graded files are.
+
+    The copy graded on the host is removed once graded; ``captured/repo``
+    holds the files it was made from. Said the way ``ksi grade`` and
+    ``CommandEvaluator.evaluate`` say it: ``details["eval_workdir_removed"]``.
+    """
+    if result.eval_workdir != workdir:
+        return result
+    note = f"{workdir} (a copy of {captured}) was removed after grading"
+    details = {**result.details, "eval_workdir_removed": True}
+    return attrs.evolve(result, notes=(*result.notes, note), details=details)

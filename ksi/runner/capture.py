@@ -178,7 +178,8 @@ def capture_repo(
     """Copy ``live`` (the agent's repo/) into ``dest`` under the capture rules.
 
     ``seed`` is the task's pristine repo/ (the source of every file
-    ``protect`` matches: test files by convention, plus the task's and run's globs). ``dest`` is replaced if it exists. Never raises for anything found
+    ``protect`` matches: test files by convention, plus the task's and run's
+    globs). ``dest`` is replaced if it exists. Never raises for anything found
     in ``live``; raises ``OSError`` if ``dest`` itself cannot be created or
     the disk fills up (``ENOSPC``/``EDQUOT``) while it is written.
     """
@@ -217,7 +218,7 @@ class _Capture:
 
     def skip(self, rel: str, kind: str, reason: str, size: int | None = None) -> None:
         self.kinds[kind] += 1
-        self.skipped.append(SkippedFile(display_path(rel or "."), reason, size))
+        self.skipped.append(SkippedFile(display_path(rel or "."), reason, size, kind))
 
     def run(self) -> CaptureReport:
         remove_tree(Path(self.dest))
@@ -613,9 +614,7 @@ def _protected_seed_files(seed: str, rule: ProtectRule) -> dict[str, bool]:
     found: dict[str, bool] = {}
     for rel, entry in walk_tree(seed, lambda name: is_noise_name(name) or name == SCORE_FILE_NAME):
         try:
-            if rule.protects(rel) and (
-                entry.is_symlink() or entry.is_file(follow_symlinks=False)
-            ):
+            if rule.protects(rel) and (entry.is_symlink() or entry.is_file(follow_symlinks=False)):
                 found[rel] = entry.is_symlink()
         except OSError:
             continue

@@ -5,6 +5,10 @@ directories; a task is broken when oracle's best score is below 1.0 (or
 unscored), or when nop's reaches it. A task with no reference solution is
 run by nop only and listed as not checked, so one such task does not stop
 the check of the others. Task authors run this before paying for a model.
+
+Files capture dropped or restored in the oracle's attempts are listed with
+each task, OK or not: a reference solution that writes ``test_helpers.py``
+passes only if the task's tests do not need it, and its author should know.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import attrs
 
 from ksi.options import create_component
 from ksi.plugins import registry
+from ksi.runner.attention import capture_changes
 from ksi.runner.config import RunConfig
 from ksi.runner.driver import Driver
 from ksi.runner.models import RunSummary
@@ -30,6 +35,8 @@ class TaskCheck:
     problems: tuple[str, ...]
     #: Why oracle could not attempt the task (no reference solution); "" when it did.
     not_checked: str = ""
+    #: Files capture dropped or restored in the oracle's attempt (``path: why``).
+    capture: tuple[str, ...] = ()
 
 
 @attrs.frozen
@@ -54,11 +61,18 @@ class CheckResult:
                 out.append(f"BROKEN {t.task_id}: {p}")
         for t in self.not_checked:
             out.append(f"NOT CHECKED {t.task_id}: {t.not_checked}")
+        for t in self.tasks:
+            for c in t.capture:
+                out.append(f"CAPTURE {t.task_id}: oracle's {c}")
         ok = len([t for t in self.tasks if not t.problems and not t.not_checked])
         unchecked = f", {len(self.not_checked)} not checked" if self.not_checked else ""
+        runs = (
+            f"runs: {self.oracle_run}, {self.nop_run}"
+            if self.oracle_run
+            else "give --run-dir DIR to keep the runs and open their attempts"
+        )
         out.append(
-            f"{ok}/{len(self.tasks)} tasks OK, {len(self.broken)} broken{unchecked} "
-            f"(runs: {self.oracle_run}, {self.nop_run})"
+            f"{ok}/{len(self.tasks)} tasks OK, {len(self.broken)} broken{unchecked} ({runs})"
         )
         return out
 
@@ -103,6 +117,10 @@ def check_tasks(
         run = Driver(config, base_dir / agent, tasks=agent_tasks) if agent_tasks else None
         results[agent] = run.run() if run is not None else None
     oracle, nop = _best(results["oracle"]), _best(results["nop"])
+    captured: dict[str, list[str]] = {}
+    oracle_run = results["oracle"]
+    for change in capture_changes(oracle_run) if oracle_run is not None else ():
+        captured.setdefault(change.task_id, []).append(f"{change.file.path}: {change.file.reason}")
     checks = []
     for task in tasks:
         problems = []
@@ -115,5 +133,9 @@ def check_tasks(
             problems.append(f"unsolvable by its own solution (oracle scored {o:.2f})")
         if n is not None and n >= 1.0:
             problems.append("passes with no work (nop scored 1.00)")
-        checks.append(TaskCheck(task.id, o, n, tuple(problems), why_not[task.id]))
+        checks.append(
+            TaskCheck(
+                task.id, o, n, tuple(problems), why_not[task.id], tuple(captured.get(task.id, ()))
+            )
+        )
     return CheckResult(tuple(checks), str(base_dir / "oracle"), str(base_dir / "nop"))

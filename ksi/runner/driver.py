@@ -350,7 +350,9 @@ class Driver:
             if resumed:
                 self.parts.environment.cleanup(self.run_id)
             self._observe("ksi_run_started", run=self.info)
-            self.progress.start(total, total - len(plan))
+            self.progress.start(
+                total, total - len(plan), self._solved_task_ids(records), n_tasks=len(tasks)
+            )
             if self._over_budget():
                 plan = []  # resumed at or past --max-cost: launch nothing
             self._execute(plan)
@@ -540,6 +542,11 @@ class Driver:
         self._last.pop((job.task.id, job.attempt), None)
         self._finished(record)
         return None
+
+    def _solved_task_ids(self, records: list[AttemptRecord]) -> set[str]:
+        """Tasks the journal already shows solved (a resume's progress starts from them)."""
+        threshold = self.config.solved_threshold
+        return {r.task_id for r in records if r.score is not None and r.score >= threshold}
 
     def _finished(self, record: AttemptRecord | None) -> None:
         """The last try of a (task, attempt): one step of the progress bar."""

@@ -38,6 +38,9 @@ class SkippedFile:
     path: str
     reason: str
     size: int | None = None
+    #: Which rule skipped it (``test_created``, ``test_restored``, ``score_json``,
+    #: ``too_large``...; "" in records written before kinds were listed).
+    kind: str = ""
 
 
 @attrs.frozen
@@ -67,6 +70,10 @@ class AttemptRecord:
     #: Every path capture skipped, counted by kind (``too_large``, ``symlink_outside``...).
     skipped_counts: dict[str, int] = attrs.field(factory=dict)
     log_truncated: bool = False
+    #: Whether the graded repo differs from the task's starting files (``None``: the
+    #: attempt ended before capture). ``False`` is worth a warning: the agent's work
+    #: went elsewhere (the ``command`` agent starts in the workspace, not in repo/).
+    repo_changed: bool | None = None
     error: str = ""
     #: What kind of error stopped the attempt, when KSI knows: ``disk_full``
     #: (a resume runs such an attempt again, whatever ``--retries`` says).

@@ -1,17 +1,25 @@
-"""Showing a run's progress: a rich bar on a terminal, plain periodic lines elsewhere."""
+"""Showing a run's progress: a rich bar on a terminal, plain periodic lines elsewhere.
+
+"solved" counts *tasks* (the summary's ``solved: N/M``), including tasks a
+resumed run had already solved, never attempts: the two numbers a user sees
+during and after a run are the same measure.
+"""
 
 from __future__ import annotations
 
 import sys
 import threading
 import time
+from collections.abc import Iterable
 from typing import Any, Protocol
 
 from ksi.runner.models import AttemptRecord
 
 
 class Progress(Protocol):
-    def start(self, total: int, already_done: int) -> None: ...
+    def start(
+        self, total: int, already_done: int, solved_tasks: Iterable[str] = (), n_tasks: int = 0
+    ) -> None: ...
     def attempt_started(self) -> None: ...
     def attempt_finished(self, record: AttemptRecord, solved: bool) -> None: ...
     def close(self) -> None: ...
@@ -20,7 +28,9 @@ class Progress(Protocol):
 class NullProgress:
     """For the Python API: nothing is printed."""
 
-    def start(self, total: int, already_done: int) -> None:
+    def start(
+        self, total: int, already_done: int, solved_tasks: Iterable[str] = (), n_tasks: int = 0
+    ) -> None:
         pass
 
     def attempt_started(self) -> None:
@@ -37,11 +47,33 @@ class _Counts:
     def __init__(self) -> None:
         self.total = 0
         self.done = 0
-        self.solved = 0
+        #: Tasks with an attempt at the solved threshold (the summary's "solved").
+        self.solved_tasks: set[str] = set()
+        self.n_tasks = 0
         self.running = 0
         self.started = time.monotonic()
         self.lock = threading.Lock()
         self.session_done = 0
+
+    @property
+    def solved(self) -> int:
+        return len(self.solved_tasks)
+
+    def _begin(self, total: int, done: int, solved: Iterable[str], n_tasks: int) -> None:
+        self.total, self.done = total, done
+        self.solved_tasks = set(solved)
+        self.n_tasks = n_tasks
+
+    def _finish(self, record: AttemptRecord, solved: bool) -> None:
+        self.running -= 1
+        self.done += 1
+        self.session_done += 1
+        if solved:
+            self.solved_tasks.add(record.task_id)
+
+    def solved_text(self) -> str:
+        of = f"/{self.n_tasks}" if self.n_tasks else ""
+        return f"{self.solved}{of} tasks solved"
 
     def eta(self) -> str:
         remaining = self.total - self.done
@@ -65,8 +97,10 @@ class PlainProgress(_Counts):
         self.stream = stream or sys.stderr
         self._last = 0.0
 
-    def start(self, total: int, already_done: int) -> None:
-        self.total, self.done = total, already_done
+    def start(
+        self, total: int, already_done: int, solved_tasks: Iterable[str] = (), n_tasks: int = 0
+    ) -> None:
+        self._begin(total, already_done, solved_tasks, n_tasks)
         self._print()
 
     def attempt_started(self) -> None:
@@ -75,17 +109,14 @@ class PlainProgress(_Counts):
 
     def attempt_finished(self, record: AttemptRecord, solved: bool) -> None:
         with self.lock:
-            self.running -= 1
-            self.done += 1
-            self.session_done += 1
-            self.solved += int(solved)
+            self._finish(record, solved)
             if time.monotonic() - self._last >= self.interval:
                 self._print()
 
     def _print(self) -> None:
         self._last = time.monotonic()
         print(
-            f"[ksi] {self.done}/{self.total} attempts done, {self.solved} solved, "
+            f"[ksi] {self.done}/{self.total} attempts done, {self.solved_text()}, "
             f"{self.running} running, elapsed {_fmt_secs(time.monotonic() - self.started)}, "
             f"eta {self.eta()}",
             file=self.stream,
@@ -114,18 +145,20 @@ class RichProgress(_Counts):
             TextColumn("[bold]ksi run"),
             BarColumn(),
             MofNCompleteColumn(),
-            TextColumn("solved {task.fields[solved]} · running {task.fields[running]}"),
+            TextColumn("{task.fields[solved]} · running {task.fields[running]}"),
             TimeElapsedColumn(),
             TimeRemainingColumn(),
             transient=False,
         )
         self._task: Any = None
 
-    def start(self, total: int, already_done: int) -> None:
-        self.total, self.done = total, already_done
+    def start(
+        self, total: int, already_done: int, solved_tasks: Iterable[str] = (), n_tasks: int = 0
+    ) -> None:
+        self._begin(total, already_done, solved_tasks, n_tasks)
         self._bar.start()
         self._task = self._bar.add_task(
-            "run", total=total, completed=already_done, solved=0, running=0
+            "run", total=total, completed=already_done, solved=self.solved_text(), running=0
         )
 
     def attempt_started(self) -> None:
@@ -135,10 +168,8 @@ class RichProgress(_Counts):
 
     def attempt_finished(self, record: AttemptRecord, solved: bool) -> None:
         with self.lock:
-            self.running -= 1
-            self.done += 1
-            self.solved += int(solved)
-            self._bar.update(self._task, advance=1, solved=self.solved, running=self.running)
+            self._finish(record, solved)
+            self._bar.update(self._task, advance=1, solved=self.solved_text(), running=self.running)
 
     def close(self) -> None:
         self._bar.stop()
