@@ -96,13 +96,20 @@ def _need_cmd(instance: Any, attribute: Any, value: str | None) -> None:
 
 @attrs.define
 class CommandAgent:
-    """Runs ``/bin/sh -c CMD`` in the workspace with the prompt in env, a file and stdin."""
+    """Runs ``/bin/sh -c CMD`` in the workspace with the prompt in env, a file and stdin.
+
+    The cwd is the workspace, not repo/ (the prompt note, KNOWLEDGE.md and
+    .ksi/ live beside repo/); ``$KSI_REPO`` names repo/ as the command sees
+    it. An attempt that leaves repo/ as it was is flagged in the summary.
+    """
 
     name: ClassVar[str] = "command"
     aliases: ClassVar[tuple[str, ...]] = ("shell",)
     description: ClassVar[str] = (
-        "Runs a shell command (--agent-option cmd='...') in the workspace; the prompt is in "
-        "$KSI_PROMPT, in the file $KSI_PROMPT_FILE and on stdin."
+        "Runs a shell command (--agent-option cmd='...'). Its cwd is the workspace: the task's "
+        "files, and what gets graded, are in repo/ ($KSI_REPO), so write there (cd repo, or "
+        '"$KSI_REPO/x.py"). The prompt is in $KSI_PROMPT, in the file $KSI_PROMPT_FILE and '
+        "on stdin."
     )
     required_env: ClassVar[tuple[str, ...]] = ()
     optional_env: ClassVar[tuple[str, ...]] = ()

@@ -1,0 +1,225 @@
+"""What a new user trips over (issue 15), through the real ``ksi`` command line.
+
+Each test is one trap as a user meets it: correct work that capture used to
+drop, an agent that wrote outside repo/, failures that looked like success.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from run_helpers import journal_lines, ksi, write_tasks
+
+ADD_EVAL = "python3 -c 'from calc import add; assert add(2, 3) == 5'"
+GREATEST_TESTS = "from greatest import greatest\nassert greatest([3, 9, 2]) == 9\n"
+
+
+def _greatest_task(**solution: object) -> dict[str, object]:
+    return {
+        "task_id": "greatest",
+        "prompt": "Write greatest(xs) in greatest.py.",
+        "files": {"test_greatest.py": GREATEST_TESTS},
+        "eval": {"command": "python3 test_greatest.py"},
+        "solution": solution,
+    }
+
+
+def test_a_solution_named_like_greatest_py_is_graded(tmp_path: Path) -> None:
+    """Issue 15's worst trap: 'test' inside a name is not a test file."""
+    files = {
+        "greatest.py": "def greatest(xs):\n    return max(xs)\n",
+        "latest.py": "",
+        "contest.py": "",
+        "attestation.py": "",
+    }
+    tasks = write_tasks(tmp_path / "tasks.jsonl", [_greatest_task(files=files)])
+    result = ksi("run", str(tasks), "--agent", "oracle", "--run-dir", str(tmp_path / "run"))
+    assert result.returncode == 0, result.stderr
+    assert "solved: 1/1" in result.stdout
+    assert "capture dropped" not in result.stdout
+    (record,) = journal_lines(tmp_path / "run")
+    assert record["score"] == 1.0 and record["skipped_files"] == []
+
+
+def test_dropped_and_restored_files_are_shown_in_the_summary(tmp_path: Path) -> None:
+    """A solution that edits the seed's test and adds its own: both are visible, not silent."""
+    files = {
+        "greatest.py": "def greatest(xs):\n    return 0\n",
+        "test_greatest.py": "assert True\n",  # tampering with the task's test
+        "tests/test_extra.py": "assert True\n",
+    }
+    tasks = write_tasks(tmp_path / "tasks.jsonl", [_greatest_task(files=files)])
+    validate = ksi("tasks", "validate", str(tasks))
+    assert validate.returncode == 0, validate.stderr
+    assert "OK: 1 task" in validate.stdout
+    assert "edits the starting file 'test_greatest.py'" in validate.stderr
+    assert "capture restores the starting version" in validate.stderr
+    assert "writes 'tests/test_extra.py', which looks like a test" in validate.stderr
+
+    result = ksi("run", str(tasks), "--agent", "oracle", "--run-dir", str(tmp_path / "run"))
+    assert result.returncode == 0, result.stderr
+    assert "capture dropped or restored 2 file(s)" in result.stdout
+    assert (
+        "greatest/1: test_greatest.py: test file edited by the agent: seed version restored"
+        in result.stdout
+    )
+    assert "greatest/1: tests/test_extra.py: new file that looks like a test" in result.stdout
+    assert "solved: 0/1" in result.stdout  # graded against the real test
+
+    check = ksi("check", str(tasks))
+    assert check.returncode == 1
+    assert "CAPTURE greatest: oracle's test_greatest.py: test file edited" in check.stdout
+    assert "CAPTURE greatest: oracle's tests/test_extra.py: new file" in check.stdout
+
+
+def test_protect_glob_keeps_an_eval_script_from_being_gamed(tmp_path: Path) -> None:
+    """run_tests.sh is no test by name: --protect makes capture restore it."""
+    task = {
+        "task_id": "gamed",
+        "prompt": "Make run_tests.sh pass.",
+        "files": {"run_tests.sh": "exit 1\n"},
+        "eval": {"command": "sh run_tests.sh"},
+    }
+    tasks = write_tasks(tmp_path / "tasks.jsonl", [task])
+    cheat = ("--agent", "command", "--agent-option", "cmd=echo 'exit 0' > repo/run_tests.sh")
+    plain = ksi("run", str(tasks), *cheat, "--run-dir", str(tmp_path / "plain"))
+    assert "solved: 1/1" in plain.stdout, plain.stderr
+    protected = ksi(
+        "run", str(tasks), *cheat, "--protect", "run_tests.sh", "--run-dir", str(tmp_path / "p")
+    )
+    assert protected.returncode == 0, protected.stderr
+    assert "solved: 0/1" in protected.stdout
+    assert "gamed/1: run_tests.sh: test file edited by the agent" in protected.stdout
+    bad = ksi("run", str(tasks), *cheat, "--protect", "../x", "--run-dir", str(tmp_path / "b"))
+    assert bad.returncode == 2 and "protect glob '../x'" in bad.stderr
+
+
+def test_command_agent_writing_outside_repo_gets_a_warning(tmp_path: Path) -> None:
+    """cmd='echo ... > calc.py' writes into the workspace, not repo/: said, not silent."""
+    task = {
+        "task_id": "add",
+        "prompt": "Write add(a, b) in calc.py.",
+        "eval": {"command": ADD_EVAL},
+    }
+    tasks = write_tasks(tmp_path / "tasks.jsonl", [task])
+    code = "def add(a, b): return a + b"
+    wrong = ksi(
+        "run", str(tasks), "--agent", "command", "--agent-option",
+        f"cmd=echo '{code}' > calc.py", "--run-dir", str(tmp_path / "wrong"),
+    )  # fmt: skip
+    assert wrong.returncode == 0, wrong.stderr
+    assert "warning: 1 attempt(s) changed nothing in repo/: add/1" in wrong.stdout
+    assert "$KSI_REPO" in wrong.stdout
+    right = ksi(
+        "run", str(tasks), "--agent", "command", "--agent-option",
+        f'cmd=echo "{code}" > "$KSI_REPO/calc.py"', "--run-dir", str(tmp_path / "right"),
+    )  # fmt: skip
+    assert "solved: 1/1" in right.stdout, right.stderr
+    assert "changed nothing" not in right.stdout
+    # Where the agent starts is in the help a user reads first.
+    assert "$KSI_REPO" in ksi("run", "--help").stdout
+    agents = ksi("agents", "--json")
+    command = next(a for a in json.loads(agents.stdout)["agents"] if a["name"] == "command")
+    assert "$KSI_REPO" in command["description"]
+
+
+def test_failures_say_how_the_agent_ended_and_why_grading_failed(tmp_path: Path) -> None:
+    task = {
+        "task_id": "add",
+        "prompt": "Write add(a, b) in calc.py.",
+        "eval": {"command": ADD_EVAL},
+    }
+    tasks = write_tasks(tmp_path / "tasks.jsonl", [task])
+    result = ksi(
+        "run", str(tasks), "--agent", "command", "--agent-option",
+        "cmd=echo 'no API key' >&2; exit 3", "--run-dir", str(tmp_path / "run"),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "failing tasks (1):" in out
+    assert "attempt 1 (scored): agent crashed, exit code 3: exited with code 3" in out
+    assert "no API key" in out
+    assert "grading: scored 0.00, eval exited 1: ModuleNotFoundError: No module named 'calc'" in out
+    assert f"open: {tmp_path / 'run' / 'attempts' / 'add' / '1'}" in out
+
+
+def test_an_evaluator_raising_on_every_attempt_does_not_look_like_success(
+    tmp_path: Path,
+) -> None:
+    grader = tmp_path / "grader.py"
+    grader.write_text(
+        "class Broken:\n"
+        "    name = 'broken'\n"
+        "    def grade(self, task, workspace, **kw):\n"
+        "        raise RuntimeError('fixture data.csv is missing')\n"
+    )
+    tasks = write_tasks(tmp_path / "tasks.jsonl", [{"task_id": "t", "prompt": "p"}])
+    args = ("run", str(tasks), "--agent", "nop", "--evaluator", f"{grader}:Broken")
+    result = ksi(*args, "--attempts", "2", "--run-dir", str(tmp_path / "run"))
+    assert result.returncode == 0, result.stderr  # without --fail-on-error: report, exit 0
+    out = result.stdout
+    assert out.count("grading: not graded: RuntimeError: fixture data.csv is missing") == 2
+    assert "while grading with evaluator 'broken'" in out
+    assert "run: complete, but 2 attempts ended in error" in out
+    assert "run: complete\n" not in out
+    strict = ksi(*args, "--attempts", "2", "--run-dir", str(tmp_path / "run"), "--fail-on-error")
+    assert strict.returncode == 1
+    assert "error: 2 attempt(s) ended in error (--fail-on-error)" in strict.stderr
+    ok = ksi(
+        "run", str(tasks), "--agent", "nop", "--fail-on-error", "--run-dir", str(tmp_path / "ok")
+    )
+    assert ok.returncode == 0, ok.stderr  # unscored is not an error
+
+
+def test_progress_counts_solved_tasks_like_the_summary_on_resume(tmp_path: Path) -> None:
+    task = {
+        "task_id": "t",
+        "prompt": "p",
+        "eval": {"command": "true"},
+        "solution": {"command": "true"},
+    }
+    tasks = write_tasks(tmp_path / "tasks.jsonl", [task])
+    run = ("run", str(tasks), "--agent", "oracle", "--run-dir", str(tmp_path / "run"))
+    first = ksi(*run, "--attempts", "2")
+    assert "2/2 attempts done, 1/1 tasks solved" in first.stderr
+    again = ksi(*run, "--attempts", "2")  # resumes: nothing runs, the task is still solved
+    assert "2/2 attempts done, 1/1 tasks solved" in again.stderr
+    assert "solved: 1/1" in again.stdout
+
+
+def test_check_leaves_nothing_in_tmp(tmp_path: Path) -> None:
+    task = {"task_id": "t", "prompt": "p", "eval": {"command": "test -f done"}}
+    task["solution"] = {"command": "touch done"}
+    tasks = write_tasks(tmp_path / "tasks.jsonl", [task])
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    result = ksi("check", str(tasks), env={"TMPDIR": str(scratch)})
+    assert result.returncode == 0, result.stderr
+    assert "1/1 tasks OK" in result.stdout and "--run-dir" in result.stdout
+    assert not [p for p in scratch.iterdir() if p.name.startswith("ksi-check-")]
+    assert tempfile.gettempdir() != str(scratch)  # the check used its own TMPDIR
+
+
+def test_records_say_the_graded_copy_was_removed(tmp_path: Path) -> None:
+    task = {"task_id": "t", "prompt": "p", "eval": {"command": "true"}}
+    tasks = write_tasks(tmp_path / "tasks.jsonl", [task])
+    result = ksi("run", str(tasks), "--agent", "nop", "--run-dir", str(tmp_path / "run"))
+    assert result.returncode == 0, result.stderr
+    (record,) = journal_lines(tmp_path / "run")
+    workdir = record["eval"]["eval_workdir"]
+    assert not os.path.exists(workdir)
+    assert record["eval"]["details"]["eval_workdir_removed"] is True
+    assert any("removed after grading" in note for note in record["eval"]["notes"])
+
+
+def test_python_api_suggests_the_option_meant() -> None:
+    import ksi as ksi_api
+    from ksi.errors import UserInputError
+
+    with pytest.raises(UserInputError, match="unknown option 'attemps'; did you mean 'attempts'"):
+        ksi_api.run([], agent="nop", attemps=2)
