@@ -12,7 +12,6 @@ import tempfile
 from pathlib import Path
 
 import pytest
-
 from run_helpers import journal_lines, ksi, write_tasks
 
 ADD_EVAL = "python3 -c 'from calc import add; assert add(2, 3) == 5'"
