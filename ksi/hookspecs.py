@@ -62,7 +62,9 @@ def ksi_register_task_sources(register: Register) -> None:
         follows :class:`ksi.interfaces.TaskSource`: ``name``, ``aliases``,
         ``description``, ``default_evaluator``, ``load(path)`` returning a list
         of :class:`ksi.models.TaskSpec`, and ``validate(path)`` returning every
-        :class:`ksi.models.Problem` in the input.
+        :class:`ksi.models.Problem` in the input; optionally ``file_suffixes``
+        (``(".csv",)``), so a user who gives such a file to another source is
+        told to use this one.
     :returns: nothing.
     """
 

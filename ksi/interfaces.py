@@ -50,6 +50,8 @@ class TaskSource(Protocol):
     description: ClassVar[str]
     #: Evaluator used when the user names none.
     default_evaluator: ClassVar[str]
+    # Optional: ``file_suffixes: ClassVar[tuple[str, ...]]`` (e.g. ``(".csv",)``), the
+    # files it reads; ``ksi run x.csv`` with another source then names this one.
 
     def load(self, path: Path) -> list[TaskSpec]:
         """Every task in ``path``; raise :class:`ksi.errors.TaskLoadError` on any problem."""

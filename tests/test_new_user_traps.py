@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -222,3 +224,82 @@ def test_python_api_suggests_the_option_meant() -> None:
 
     with pytest.raises(UserInputError, match="unknown option 'attemps'; did you mean 'attempts'"):
         ksi_api.run([], agent="nop", attemps=2)
+
+
+CSV_PLUGIN = """
+import ksi
+
+
+class CsvSource:
+    name = "csv"
+    aliases = ()
+    description = "Tasks from a CSV file."
+    default_evaluator = "command"
+    file_suffixes = (".csv",)
+
+    def load(self, path):
+        return []
+
+    def validate(self, path):
+        return []
+
+
+@ksi.hookimpl
+def ksi_register_task_sources(register):
+    register(CsvSource)
+"""
+
+
+def test_an_unsupported_tasks_file_names_the_source_that_reads_it(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    (site / "ksi_csv_tasks-1.0.dist-info").mkdir(parents=True)
+    (site / "ksi_csv_tasks.py").write_text(CSV_PLUGIN)
+    info = site / "ksi_csv_tasks-1.0.dist-info"
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: ksi-csv-tasks\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[ksi]\ncsv = ksi_csv_tasks\n")
+    tasks = tmp_path / "tasks.csv"
+    tasks.write_text("id,prompt\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KSI_")}
+    env["PYTHONPATH"] = str(site)
+    result = subprocess.run(
+        [sys.executable, "-m", "ksi", "run", str(tasks), "--agent", "nop"],
+        env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert "unsupported file type '.csv'" in result.stderr
+    assert "give --task-source csv (plugin csv)" in result.stderr
+    # Without such a plugin, the message lists what is installed instead.
+    bare = ksi("run", str(tasks), "--agent", "nop", env={"KSI_LOAD_PLUGINS": ""})
+    assert bare.returncode == 2
+    assert "no other task source is installed" in bare.stderr
+
+
+def test_tasks_list_names_the_plugin_evaluator_of_tasks_without_a_command(
+    tmp_path: Path,
+) -> None:
+    """A source whose evaluator is not `command` grades tasks with no eval command."""
+    site = tmp_path / "site"
+    info = site / "ksi_graded-1.0.dist-info"
+    info.mkdir(parents=True)
+    (site / "ksi_graded.py").write_text(
+        "import ksi\n"
+        "from ksi.models import TaskSpec\n"
+        "class Src:\n"
+        "    name = 'graded'\n    aliases = ()\n    description = 'd'\n"
+        "    default_evaluator = 'rubric'\n"
+        "    def load(self, path):\n        return [TaskSpec(id='t1', prompt='p')]\n"
+        "    def validate(self, path):\n        return []\n"
+        "@ksi.hookimpl\n"
+        "def ksi_register_task_sources(register):\n    register(Src)\n"
+    )
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: ksi-graded\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[ksi]\ngraded = ksi_graded\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KSI_")}
+    env["PYTHONPATH"] = str(site)
+    result = subprocess.run(
+        [sys.executable, "-m", "ksi", "tasks", "list", str(tmp_path), "--task-source", "graded"],
+        env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "(graded by the 'rubric' evaluator)" in result.stdout
+    assert "unscored" not in result.stdout

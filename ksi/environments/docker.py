@@ -633,8 +633,9 @@ class DockerEnvironment:
             raise UserInputError(
                 f"docker environment: no image for task {', '.join(repr(t) for t in missing[:5])}"
                 f"{' and others' if len(missing) > 5 else ''}; pass --image IMAGE (or "
-                "image=IMAGE as an environment option), or set the task's runtime image / "
-                "dockerfile"
+                "--environment-option image=IMAGE): tasks of a tasks file (the custom source) "
+                "cannot name an image of their own; a plugin's task source can set "
+                "runtime.image or runtime.dockerfile"
             )
         by_source: dict[tuple[str, str, str], list[str]] = {}
         for task in tasks:

@@ -102,7 +102,8 @@ def ensure_image(binary: str, ref: str, used_by: Sequence[str] = ()) -> None:
         raise EnvironmentFailure(
             f"docker environment: image {ref!r}{tasks} is not present locally and "
             f"`{binary} pull` failed: {tail[-1] if tail else 'exit ' + str(res.returncode)}; "
-            "build or pull it first, or choose another with --image / the task's docker_image"
+            f"build it (docker build -t {ref} DIR) or pull it first, or choose another with "
+            "--image IMAGE (a plugin's task source may set its own with runtime.image)"
         )
 
 

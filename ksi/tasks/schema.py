@@ -28,6 +28,7 @@ from ksi.limits import MAX_TIMEOUT_SEC
 from ksi.models import Problem
 from ksi.relpaths import MAX_PATH_BYTES, clean_relative_path, is_clean_text
 from ksi.task_parts import DEFAULT_EVAL_TIMEOUT_SEC
+from ksi.tasks.source_hints import sources_for_suffix
 from ksi.tasks.workspace_rules import path_length_problem, workspace_dir_problem
 
 RECORD_KEYS = ("task_id", "prompt", "workspace_dir", "files", "eval", "solution")
@@ -427,8 +428,8 @@ def read_raw_records(path: Path, display: str) -> tuple[list[tuple[str, Any]], l
             Problem(
                 display,
                 f"unsupported file type {suffix or '(no suffix)'!r}: "
-                "a tasks file must end in .json (one JSON array of records) "
-                "or .jsonl (one record per line)",
+                "a tasks file of the custom source must end in .json (one JSON array of "
+                "records) or .jsonl (one record per line)" + sources_for_suffix(suffix),
             )
         ]
     try:
