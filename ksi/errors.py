@@ -29,6 +29,15 @@ class UserInputError(KsiError):
     exit_code = 2
 
 
+#: What a tasks-file header says happened (one wording for every task source).
+NO_TASK_LOADED = "no task was loaded"
+
+
+def problems_header(subject: str, count: int, consequence: str = NO_TASK_LOADED) -> str:
+    """The one header above a list of problems: ``tasks.jsonl: 3 problems; no task was loaded``."""
+    return f"{subject}: {count} problem{'s' if count != 1 else ''}; {consequence}"
+
+
 class ProblemsError(UserInputError, ValueError):
     """One or more located problems in a user's input, all reported together.
 

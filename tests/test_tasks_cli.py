@@ -44,7 +44,7 @@ def test_validate_reports_every_problem_on_stderr_and_exits_2(
     assert result.exit_code == 2
     assert result.stdout == ""
     lines = result.stderr.splitlines()
-    assert lines[0] == f"error: {bad_file}: 4 problems found"
+    assert lines[0] == f"error: {bad_file}: 4 problems; no task was loaded"
     assert lines[1:] == [
         f"error: {bad_file}:line 1: task 'a': $.eval.timeout_sec: must be a number > 0, "
         'got "fast" (seconds, e.g. 300)',

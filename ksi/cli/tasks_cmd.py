@@ -18,7 +18,7 @@ from ksi.cli.common import (
     require_tasks_path,
     task_selection,
 )
-from ksi.errors import TaskLoadError, UserInputError
+from ksi.errors import TaskLoadError, UserInputError, problems_header
 from ksi.models import TaskSpec
 from ksi.tasks.loaders import (
     DEFAULT_TASK_SOURCE,
@@ -49,9 +49,7 @@ def _load(
     problems = validate_tasks_for_source(task_source, path)
     if problems:
         count = len(problems)
-        raise TaskLoadError(
-            problems, header=f"{path}: {count} problem{'s' if count != 1 else ''} found"
-        )
+        raise TaskLoadError(problems, header=problems_header(str(path), count))
     loaded = get_task_source(task_source).load(path)
     return path, loaded if selection.everything else selection.apply(loaded, where=str(path))
 

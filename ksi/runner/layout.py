@@ -25,7 +25,7 @@ from typing import IO, Any
 
 import attrs
 
-from ksi.errors import RunError, TaskLoadError, UserInputError
+from ksi.errors import RunError, TaskLoadError, UserInputError, problems_header
 from ksi.models import Problem, TaskSpec
 from ksi.runner.capture import remove_tree
 
@@ -260,8 +260,9 @@ class RunLayout:
             count = len(problems)
             raise TaskLoadError(
                 problems,
-                header=f"{count} problem{'s' if count != 1 else ''} with the tasks for run "
-                f"directory {self.root}; the run did not start",
+                header=problems_header(
+                    f"tasks for run directory {self.root}", count, "the run did not start"
+                ),
             )
 
     def seed_repo(self, task_id: str) -> Path:

@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 
 import attrs
 
-from ksi.errors import TaskLoadError
+from ksi.errors import TaskLoadError, problems_header
 from ksi.fileops import write_files
 from ksi.hookspecs import hookimpl
 from ksi.models import Problem, TaskSpec
@@ -76,8 +76,7 @@ class CustomTaskSource:
             count = len(parsed.problems)
             raise TaskLoadError(
                 parsed.problems,
-                header=f"{path}: {count} problem{'s' if count != 1 else ''} in the tasks "
-                "file; no task was loaded",
+                header=problems_header(str(path), count),
             )
         tasks_file = str(path.resolve())
         evals: dict[tuple[str, float], EvalSpec] = {}

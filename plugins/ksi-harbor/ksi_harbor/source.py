@@ -34,7 +34,7 @@ from typing import Any, ClassVar
 
 import attrs
 
-from ksi.errors import TaskLoadError
+from ksi.errors import TaskLoadError, problems_header
 from ksi.models import Problem, TaskSpec
 from ksi.task_parts import EvalSpec, Runtime, Solution, StartingFiles, TaskOrigin
 from ksi_harbor.solution import SolutionTooLarge, oracle_command
@@ -197,7 +197,7 @@ class HarborTaskSource:
         if problems:
             raise TaskLoadError(
                 problems,
-                header=f"{len(problems)} problem(s) in Harbor tasks at {path}; nothing was loaded:",
+                header=problems_header(f"Harbor tasks at {path}", len(problems)),
             )
         return tasks
 
