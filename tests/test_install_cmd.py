@@ -77,12 +77,16 @@ def test_install_editable_plugin_then_uninstall_it(venv_python: Path) -> None:
     assert "evaluators: harbor" in installed.stdout
     # The installer ran in the venv's own interpreter.
     assert f"{venv_python} -m pip install" in installed.stderr
+    # Quiet unless -v: the command line and the plugins it added, not pip's ~30 lines.
+    assert "Successfully installed" not in installed.stdout + installed.stderr
+    assert len((installed.stdout + installed.stderr).splitlines()) <= 6
 
     listed = ksi(venv_python, "plugins", "--json")
     assert '"ksi-harbor"' in listed.stdout
 
-    removed = ksi(venv_python, "uninstall", "ksi-harbor")
+    removed = ksi(venv_python, "uninstall", "ksi-harbor", "-v")
     assert removed.returncode == 0, removed.stderr
+    assert "Successfully uninstalled" in removed.stdout  # -v shows the installer's output
     assert "Removed plugins:" in removed.stdout and "harbor (ksi-harbor" in removed.stdout
     assert '"ksi-harbor"' not in ksi(venv_python, "plugins", "--json").stdout
 
@@ -93,6 +97,7 @@ def test_a_failing_install_exits_nonzero_with_pip_output(venv_python: Path, tmp_
     result = ksi(venv_python, "install", "-e", str(not_a_project))
     assert result.returncode == 1
     assert "failed with exit code" in result.stderr
+    assert "ERROR" in result.stderr  # without -v, the failing installer's last lines still show
 
 
 def test_install_needs_something_to_install() -> None:

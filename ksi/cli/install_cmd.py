@@ -105,13 +105,39 @@ def _describe(info: PluginInfo) -> str:
     )
 
 
-def _run(argv: Sequence[str]) -> None:
+#: Installer output lines shown when it fails without ``-v``.
+FAILURE_TAIL_LINES = 30
+
+
+def _verbose(flag: bool) -> bool:
+    """``-v`` on the command or on ``ksi`` itself."""
+    from ksi.cli.app import Settings
+
+    return flag or Settings.verbose
+
+
+def _run(argv: Sequence[str], *, verbose: bool = False) -> None:
+    """Run the installer: its output shown with ``-v``, else only its last lines on failure.
+
+    pip prints some thirty lines for one editable install; what a user needs
+    is the plugins it added (:func:`_report`), or why it failed.
+    """
     typer.echo(printable("$ " + " ".join(argv)), err=True)
     try:
-        proc = subprocess.run(list(argv), check=False)
+        proc = subprocess.run(
+            list(argv),
+            check=False,
+            stdout=None if verbose else subprocess.PIPE,
+            stderr=None if verbose else subprocess.STDOUT,
+            text=True,
+            errors="replace",
+        )
     except OSError as exc:
         raise InstallError(f"could not run {argv[0]}: {exc}") from exc
     if proc.returncode != 0:
+        if not verbose and proc.stdout:
+            tail = proc.stdout.rstrip("\n").splitlines()[-FAILURE_TAIL_LINES:]
+            typer.echo(printable("\n".join(tail), multiline=True), err=True)
         raise InstallError(f"{' '.join(argv[:4])} ... failed with exit code {proc.returncode}")
 
 
@@ -150,6 +176,9 @@ def register(app: typer.Typer) -> None:
         upgrade: Annotated[
             bool, typer.Option("-U", "--upgrade", help="Upgrade packages already installed.")
         ] = False,
+        verbose: Annotated[
+            bool, typer.Option("-v", "--verbose", help="Show the installer's own output.")
+        ] = False,
     ) -> None:
         """Install plugins into KSI's own Python environment, then show what they add."""
         packages = list(packages or [])
@@ -165,17 +194,20 @@ def register(app: typer.Typer) -> None:
             argv.append("--upgrade")
         for path in editable:
             argv += ["-e", str(path.resolve())]
-        _run([*argv, *packages])
+        _run([*argv, *packages], verbose=_verbose(verbose))
         _report(before, _snapshot())
 
     @app.command("uninstall")
     def uninstall(
         packages: Annotated[list[str], typer.Argument(help="Distributions to remove.")],
+        verbose: Annotated[
+            bool, typer.Option("-v", "--verbose", help="Show the installer's own output.")
+        ] = False,
     ) -> None:
         """Remove plugins from KSI's own Python environment."""
         protected = {p for p in packages if p.strip().lower() == "ksi"}
         if protected:
             raise UserInputError("refusing to uninstall KSI itself with `ksi uninstall`")
         before = _snapshot()
-        _run([*installer_argv("uninstall"), *packages])
+        _run([*installer_argv("uninstall"), *packages], verbose=_verbose(verbose))
         _report(before, _snapshot())
