@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -303,3 +304,25 @@ def test_tasks_list_names_the_plugin_evaluator_of_tasks_without_a_command(
     assert result.returncode == 0, result.stderr
     assert "(graded by the 'rubric' evaluator)" in result.stdout
     assert "unscored" not in result.stdout
+
+
+HELP_COMMANDS = (
+    [], ["run"], ["report"], ["regrade"], ["check"], ["grade"], ["agents"], ["doctor"],
+    ["cleanup"], ["install"], ["uninstall"], ["plugins"], ["plugins", "new"], ["tasks"],
+    ["tasks", "validate"], ["tasks", "list"],
+)  # fmt: skip
+
+
+@pytest.mark.parametrize("command", HELP_COMMANDS, ids=lambda c: " ".join(c) or "ksi")
+def test_help_shows_what_a_user_types(command: list[str]) -> None:
+    """No {run_dir} placeholders, no <list[str]> types, no summaries cut off with '...'."""
+    result = ksi(*command, "--help", env={"COLUMNS": "80"})
+    assert result.returncode == 0, result.stderr
+    text = result.stdout
+    assert not re.search(r"\{[A-Za-z_.]+\}", text), text
+    assert "<list[" not in text, text
+    usage = text.splitlines()[0]
+    assert usage.startswith("Usage: ksi"), usage
+    commands = text.split("Commands:\n", 1)[1] if "Commands:\n" in text else ""
+    for line in commands.splitlines():
+        assert not line.rstrip().endswith("..."), f"summary cut short: {line!r}"

@@ -91,7 +91,9 @@ class RootGroup(typer.core.TyperGroup):
             module = importlib.import_module(f"ksi.cli.{module_name}")
             holder = typer.Typer(rich_markup_mode=None)  # as the root: plain help, no rich
             module.register(holder)
-            commands = dict(typer.main.get_group(holder).commands)
+            from ksi.cli.help_format import plain_help
+
+            commands = {n: plain_help(c) for n, c in typer.main.get_group(holder).commands.items()}
             self._modules[module_name] = commands
         return commands[name]
 
@@ -107,7 +109,11 @@ class RootGroup(typer.core.TyperGroup):
             found: dict[str, Any] = {}
             if holder.registered_commands or holder.registered_groups:
                 group = typer.main.get_group(holder)
-                found = {n: c for n, c in group.commands.items() if n not in BUILTIN_COMMANDS}
+                from ksi.cli.help_format import plain_help
+
+                found = {
+                    n: plain_help(c) for n, c in group.commands.items() if n not in BUILTIN_COMMANDS
+                }
             self._plugin_commands = found
         return self._plugin_commands
 
@@ -147,11 +153,10 @@ class RootGroup(typer.core.TyperGroup):
             for name, cmd in self._listed_plugin_commands().items()
             if not cmd.hidden
         ]
-        limit = formatter.width - 6 - max(len(name) for name, _ in rows)
-        summaries = [
-            (name, typer.core.TyperCommand(name, help=text).get_short_help_str(limit))
-            for name, text in rows
-        ]
+        from ksi.cli.help_format import first_paragraph
+
+        # Whole first paragraphs, wrapped, never cut short with "...".
+        summaries = [(name, first_paragraph(text)) for name, text in rows]
         with formatter.section("Commands"):
             formatter.write_dl(summaries)
 

@@ -59,7 +59,8 @@ def cleanup(
     run_dir: Annotated[
         Path | None,
         typer.Argument(
-            help="Run directory whose leftovers to remove (its run.json names the run)."
+            metavar="RUN_DIR",
+            help="Run directory whose leftovers to remove (its run.json names the run).",
         ),
     ] = None,
     all_runs: Annotated[
@@ -73,6 +74,7 @@ def cleanup(
         typer.Option(
             "--environment",
             autocompletion=complete_names("environment"),
+            metavar="NAME",
             help="Only this environment (repeatable; default: all).",
         ),
     ] = None,

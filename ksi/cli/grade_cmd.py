@@ -187,7 +187,8 @@ def grade(
         list[str] | None,
         typer.Option(
             "--evaluator-option",
-            help="KEY=VALUE option for the evaluator (repeatable), e.g. timeout_sec=60.",
+            metavar="KEY=VALUE",
+            help="An option for the evaluator (repeatable), e.g. timeout_sec=60.",
         ),
     ] = None,
     keep_copy: Annotated[

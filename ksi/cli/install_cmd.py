@@ -165,12 +165,18 @@ def register(app: typer.Typer) -> None:
     def install(
         packages: Annotated[
             list[str] | None,
-            typer.Argument(help="Packages to install, as pip takes them (name, name==1.2, URL)."),
+            typer.Argument(
+                metavar="PACKAGE...",
+                help="Packages to install, as pip takes them (name, name==1.2, URL).",
+            ),
         ] = None,
         editable: Annotated[
             list[Path] | None,
             typer.Option(
-                "-e", "--editable", help="Install a local plugin checkout in editable mode."
+                "-e",
+                "--editable",
+                metavar="PATH",
+                help="Install a local plugin checkout in editable mode (repeatable).",
             ),
         ] = None,
         upgrade: Annotated[
@@ -199,7 +205,9 @@ def register(app: typer.Typer) -> None:
 
     @app.command("uninstall")
     def uninstall(
-        packages: Annotated[list[str], typer.Argument(help="Distributions to remove.")],
+        packages: Annotated[
+            list[str], typer.Argument(metavar="PACKAGE...", help="Distributions to remove.")
+        ],
         verbose: Annotated[
             bool, typer.Option("-v", "--verbose", help="Show the installer's own output.")
         ] = False,

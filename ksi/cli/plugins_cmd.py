@@ -154,7 +154,9 @@ def _print_errors(state: PluginState) -> None:
 
 @plugins_app.command("new")
 def new(
-    name: Annotated[str, typer.Argument(help="Plugin name, e.g. my-bench (ksi- is added).")],
+    name: Annotated[
+        str, typer.Argument(metavar="NAME", help="Plugin name, e.g. my-bench (ksi- is added).")
+    ],
     directory: Annotated[
         Path | None,
         typer.Option("--dir", help="Where to create it (default: plugins/ksi-NAME)."),

@@ -351,7 +351,7 @@ def _check_choice(flag: str, value: str, choices: tuple[str, ...]) -> str:
 
 
 def report_command(
-    run_dir: Annotated[Path, typer.Argument(help="A run directory.")],
+    run_dir: Annotated[Path, typer.Argument(metavar="RUN_DIR", help="A run directory.")],
     as_json: Annotated[bool, typer.Option("--json", help="Print the full JSON report.")] = False,
     solved_threshold: Annotated[
         float | None, typer.Option(help="Override the run's solved threshold.")
@@ -368,7 +368,7 @@ def report_command(
 
 
 def regrade_command(
-    run_dir: Annotated[Path, typer.Argument(help="A run directory.")],
+    run_dir: Annotated[Path, typer.Argument(metavar="RUN_DIR", help="A run directory.")],
     evaluator: Annotated[
         str | None,
         typer.Option(
