@@ -53,10 +53,18 @@ class PluginNames:
         )
 
 
-def _ksi_min_version() -> str:
+def ksi_range() -> str:
+    """The KSI requirement a new plugin declares: this minor series (docs/plugins/compatibility.md).
+
+    ``ksi>=0.1,<0.2`` for KSI 0.1.x (before 1.0 a minor release may break
+    plugins), ``ksi>=1.4,<2`` for 1.4.x.
+    """
     from ksi._version import __version__
 
-    return __version__.split("+")[0]
+    parts = [int(p) if p.isdigit() else 0 for p in __version__.split("+")[0].split(".")[:2]]
+    major, minor = [*parts, 0, 0][:2]
+    upper = f"0.{minor + 1}" if major == 0 else str(major + 1)
+    return f"ksi>={major}.{minor},<{upper}"
 
 
 def render(text: str, names: PluginNames) -> str:
@@ -65,7 +73,7 @@ def render(text: str, names: PluginNames) -> str:
         ("__MODULE__", names.module),
         ("__CLASS__", names.cls),
         ("__NAME__", names.name),
-        ("__KSI_MIN__", _ksi_min_version()),
+        ("__KSI_RANGE__", ksi_range()),
     ):
         text = text.replace(token, value)
     return text

@@ -1,16 +1,28 @@
 """The docs' examples run for real and print what the docs say they print.
 
-* Every ```python block of docs/python-api.md runs in a fresh interpreter from
-  the repository root (unless marked ``<!-- doctest: skip ... -->``); the
-  ```text block right after it is its exact expected stdout.
-* Every ```console block of docs/*.md marked ``<!-- doctest: run -->`` runs,
-  command by command (lines starting with ``$ ``), in a temporary directory
-  holding a copy of examples/; each must exit 0 and print the lines shown.
-  In expected output, ``...`` on a line of its own matches any number of
-  lines, and inside a line any text.
-* docs/cli.md is what scripts/gen_cli_docs.py generates from the CLI now.
-* Every option of ``ksi run`` is explained in docs/running.md.
-* Relative links (and their #anchors) in the docs this suite owns resolve.
+The convention (docs/README.md, "Code blocks run"), for every page under docs/:
+
+* every fenced block names its language; ``python``, ``console``, ``sh``,
+  ``bash`` and ``shell`` blocks are *run*, other languages (``text``,
+  ``json``, ``toml``...) are data and output;
+* the runnable blocks of a page run in order, in one temporary directory
+  holding a copy of examples/, and of its contents at the top (so
+  ``tasks.jsonl`` is the examples' tasks file), never the repository root,
+  with the ``ksi`` of this checkout on PATH:
+  - ``python``: the block in a fresh interpreter; when a ```text block
+    follows it directly, that is its expected stdout (exactly);
+  - ``console``: each ``$ command`` line runs in ``/bin/sh``; it must exit 0
+    and print (on stdout) the lines shown under it, where ``...`` on a line of
+    its own matches any number of lines and inside a line any text;
+  - ``sh``/``bash``/``shell``: the block as one script (``set -e``);
+* a block that cannot run offline, or is not a program (a signature, a
+  fragment), is marked on the line above it with
+  ``<!-- doctest: skip: REASON -->``; a block whose last command is meant to
+  fail says ``<!-- doctest: exit=N -->``.
+
+Besides: docs/cli.md is what scripts/gen_cli_docs.py generates from the CLI
+now; every option of ``ksi run`` is explained in docs/running.md; relative
+links (and their #anchors) in the docs this suite owns resolve.
 """
 
 from __future__ import annotations
@@ -24,6 +36,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -32,45 +45,156 @@ PYTHON_API = DOCS / "python-api.md"
 REGENERATE = "python scripts/gen_cli_docs.py"
 
 _FENCE = re.compile(r"^```([\w-]*)[^\n]*\n(.*?)^```\s*$", re.S | re.M)
-_MARKER = re.compile(r"<!--\s*doctest(?::\s*([\w-]+))?[^>]*-->\s*\Z")
+_MARKER = re.compile(r"<!--\s*doctest(?::\s*(.*?))?\s*-->\s*\Z")
+#: Languages whose blocks run; every other language is data or output.
+RUNNABLE = ("python", "console", "sh", "bash", "shell")
+PAGES = sorted(DOCS.rglob("*.md"))
 
 
-def _blocks(path: Path) -> list[tuple[str, str, str | None, int, str | None]]:
-    """``(language, body, marker, line, following text block)`` for each fenced block."""
+@attrs.frozen
+class Block:
+    page: Path
+    line: int
+    lang: str
+    body: str
+    #: The marker above the block: "" (none), "run", "skip: why", "exit=N".
+    marker: str
+    #: The ```text block right after it (a python block's expected stdout).
+    expected: str | None
+
+    @property
+    def where(self) -> str:
+        return f"{self.page.relative_to(ROOT)}:{self.line}"
+
+    @property
+    def skipped(self) -> bool:
+        return self.marker.startswith("skip")
+
+    @property
+    def skip_reason(self) -> str:
+        return self.marker[4:].strip(" :()") if self.skipped else ""
+
+    @property
+    def exit_code(self) -> int:
+        m = re.fullmatch(r"exit\s*=\s*(\d+)", self.marker)
+        return int(m.group(1)) if m else 0
+
+
+def blocks(path: Path) -> list[Block]:
+    """Every fenced block of ``path``, with its marker and following text block."""
     text = path.read_text(encoding="utf-8")
     found = []
     matches = list(_FENCE.finditer(text))
     for i, m in enumerate(matches):
         before = text[: m.start()].rstrip("\n")
-        last_line = before.rsplit("\n", 1)[-1]
-        marker_match = _MARKER.search(last_line)
-        marker = (marker_match.group(1) or "run") if marker_match else None
+        marker_match = _MARKER.search(before.rsplit("\n", 1)[-1])
+        marker = (marker_match.group(1) or "run").strip() if marker_match else ""
         expected = None
         if i + 1 < len(matches):
             nxt = matches[i + 1]
             if nxt.group(1) == "text" and not text[m.end() : nxt.start()].strip():
                 expected = nxt.group(2)
         line = text.count("\n", 0, m.start()) + 1
-        found.append((m.group(1), m.group(2), marker, line, expected))
+        found.append(Block(path, line, m.group(1), m.group(2), marker, expected))
     return found
 
 
-def _python_examples() -> list[Any]:
-    params = []
-    for lang, body, marker, line, expected in _blocks(PYTHON_API):
-        if lang != "python" or marker == "skip":
-            continue
-        params.append(pytest.param(body, expected, id=f"python-api.md:{line}"))
-    return params
+def _runnable(path: Path) -> list[Block]:
+    return [b for b in blocks(path) if b.lang in RUNNABLE and not b.skipped]
 
 
-def _console_examples() -> list[Any]:
-    params = []
-    for path in sorted(DOCS.glob("*.md")):
-        for lang, body, marker, line, _ in _blocks(path):
-            if lang == "console" and marker == "run":
-                params.append(pytest.param(body, id=f"{path.name}:{line}"))
-    return params
+def test_every_block_names_its_language() -> None:
+    untagged = [b.where for page in PAGES for b in blocks(page) if not b.lang]
+    assert not untagged, (
+        "fenced blocks without a language (tag them: console/python/sh run, text/json/toml "
+        "are data; docs/README.md): " + ", ".join(untagged)
+    )
+
+
+def test_every_skip_says_why() -> None:
+    silent = [b.where for page in PAGES for b in blocks(page) if b.skipped and not b.skip_reason]
+    assert not silent, "<!-- doctest: skip: REASON --> needs a reason: " + ", ".join(silent)
+
+
+def test_pages_have_runnable_examples() -> None:
+    assert len(_runnable(PYTHON_API)) >= 3, "docs/python-api.md lost its runnable examples"
+    assert sum(1 for b in _runnable(DOCS / "running.md") if b.lang == "console") >= 2
+    for b in _runnable(PYTHON_API):
+        assert b.expected is not None, (
+            f"{b.where}: a runnable python example needs its expected output in a ```text "
+            "block right after it"
+        )
+
+
+def _env() -> dict[str, str]:
+    bin_dir = str(Path(sys.executable).parent)
+    env = {**os.environ, "PATH": bin_dir + os.pathsep + os.environ.get("PATH", "")}
+    env.pop("PYTHONPATH", None)  # the checkout is importable as installed, not from cwd
+    return env
+
+
+def _run(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(args, cwd=cwd, env=_env(), capture_output=True, text=True, timeout=240)
+
+
+def _check_python(block: Block, cwd: Path) -> None:
+    result = _run([sys.executable, "-c", block.body], cwd)
+    assert result.returncode == block.exit_code, f"{block.where}:\n{result.stderr}"
+    if block.expected is None:
+        return
+    assert _normalize(result.stdout) == _normalize(block.expected), (
+        f"{block.where} printed something other than what the page shows:\n"
+        + "".join(
+            difflib.unified_diff(
+                _normalize(block.expected).splitlines(True),
+                _normalize(result.stdout).splitlines(True),
+                "documented",
+                "printed",
+            )
+        )
+    )
+
+
+def _check_console(block: Block, cwd: Path) -> None:
+    pairs = _commands(block.body)
+    for i, (command, expected) in enumerate(pairs):
+        want = block.exit_code if i == len(pairs) - 1 else 0
+        result = _run(["/bin/sh", "-c", command], cwd)
+        assert result.returncode == want, (
+            f"{block.where}: $ {command}\nexit {result.returncode}, expected {want}\n"
+            f"{result.stdout}{result.stderr}"
+        )
+        if expected:
+            output = _normalize(result.stdout + (result.stderr if want else ""))
+            assert _output_pattern(expected).fullmatch(output), (
+                f"{block.where}: $ {command}\nthe docs show:\n{expected}\nit printed:\n{output}"
+            )
+
+
+def _check_script(block: Block, cwd: Path) -> None:
+    result = _run(["/bin/sh", "-ec", block.body], cwd)
+    assert result.returncode == block.exit_code, (
+        f"{block.where}:\n{block.body}\n{result.stdout}{result.stderr}"
+    )
+
+
+def _pages_with_examples() -> list[Any]:
+    return [pytest.param(page, id=str(page.relative_to(DOCS))) for page in PAGES if _runnable(page)]
+
+
+@pytest.mark.parametrize("page", _pages_with_examples())
+def test_page_examples_run(page: Path, tmp_path: Path) -> None:
+    """The page's runnable blocks, in order, in one temporary directory (not the repo)."""
+    shutil.copytree(ROOT / "examples", tmp_path / "examples")
+    shutil.copytree(ROOT / "examples", tmp_path, dirs_exist_ok=True)  # `tasks.jsonl` works too
+    assert shutil.which("ksi", path=_env()["PATH"]), "the ksi command is not installed"
+    for block in _runnable(page):
+        if block.lang == "python":
+            _check_python(block, tmp_path)
+        elif block.lang == "console":
+            _check_console(block, tmp_path)
+        else:
+            _check_script(block, tmp_path)
 
 
 def _output_pattern(expected: str) -> re.Pattern[str]:
@@ -88,39 +212,6 @@ def _normalize(output: str) -> str:
     return "\n".join(line.rstrip() for line in output.splitlines()) + "\n"
 
 
-def test_python_api_has_runnable_examples() -> None:
-    examples = _python_examples()
-    assert len(examples) >= 3, "docs/python-api.md lost its runnable examples"
-    for example in examples:
-        assert example.values[1] is not None, (
-            f"{example.id}: a runnable example needs its expected output in a ```text block "
-            "right after it"
-        )
-
-
-@pytest.mark.parametrize(("code", "expected"), _python_examples())
-def test_python_api_example(code: str, expected: str | None) -> None:
-    result = subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=240,
-    )
-    assert result.returncode == 0, result.stderr
-    assert _normalize(result.stdout) == _normalize(expected or ""), (
-        "the example printed something other than what docs/python-api.md shows:\n"
-        + "".join(
-            difflib.unified_diff(
-                _normalize(expected or "").splitlines(True),
-                _normalize(result.stdout).splitlines(True),
-                "documented",
-                "printed",
-            )
-        )
-    )
-
-
 def _commands(block: str) -> list[tuple[str, str]]:
     """``(command, expected output)`` pairs of a console block."""
     pairs: list[tuple[str, list[str]]] = []
@@ -130,33 +221,6 @@ def _commands(block: str) -> list[tuple[str, str]]:
         elif pairs:
             pairs[-1][1].append(line)
     return [(cmd, "\n".join(out) + "\n" if out else "") for cmd, out in pairs]
-
-
-def test_console_examples_exist() -> None:
-    assert len(_console_examples()) >= 2, "docs/running.md lost its runnable shell examples"
-
-
-@pytest.mark.parametrize("block", _console_examples())
-def test_console_example(block: str, tmp_path: Path) -> None:
-    shutil.copytree(ROOT / "examples", tmp_path / "examples")
-    bin_dir = str(Path(sys.executable).parent)
-    env = {**os.environ, "PATH": bin_dir + os.pathsep + os.environ.get("PATH", "")}
-    assert shutil.which("ksi", path=env["PATH"]), "the ksi command is not installed"
-    for command, expected in _commands(block):
-        result = subprocess.run(
-            ["/bin/sh", "-c", command],
-            cwd=tmp_path,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=240,
-        )
-        assert result.returncode == 0, f"$ {command}\n{result.stdout}{result.stderr}"
-        if expected:
-            output = _normalize(result.stdout)
-            assert _output_pattern(expected).fullmatch(output), (
-                f"$ {command}\nthe docs show:\n{expected}\nit printed:\n{output}"
-            )
 
 
 def test_output_pattern_is_strict() -> None:

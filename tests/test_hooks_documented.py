@@ -89,6 +89,7 @@ def render_hooks_md() -> str:
             "",
             f"## {fn.__name__}",
             "",
+            "<!-- doctest: skip: the hook's signature, implemented in a plugin module -->",
             "```python",
             _signature(fn),
             "```",
