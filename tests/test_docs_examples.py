@@ -188,13 +188,28 @@ def test_page_examples_run(page: Path, tmp_path: Path) -> None:
     shutil.copytree(ROOT / "examples", tmp_path / "examples")
     shutil.copytree(ROOT / "examples", tmp_path, dirs_exist_ok=True)  # `tasks.jsonl` works too
     assert shutil.which("ksi", path=_env()["PATH"]), "the ksi command is not installed"
-    for block in _runnable(page):
+    _run_blocks(_runnable(page), tmp_path)
+
+
+def _run_blocks(runnable: list[Block], cwd: Path) -> None:
+    """Each block in order, in ``cwd``, the way its language says."""
+    for block in runnable:
         if block.lang == "python":
-            _check_python(block, tmp_path)
+            _check_python(block, cwd)
         elif block.lang == "console":
-            _check_console(block, tmp_path)
+            _check_console(block, cwd)
         else:
-            _check_script(block, tmp_path)
+            _check_script(block, cwd)
+
+
+def test_readme_first_run_runs(tmp_path: Path) -> None:
+    """The README walks a new user through a first run: its tagged blocks run, in an empty dir.
+
+    (Its untagged blocks are the demo and test commands, which CI runs as a whole.)
+    """
+    runnable = _runnable(ROOT / "README.md")
+    assert sum(1 for b in runnable if b.lang == "console") >= 3, "the README lost its first run"
+    _run_blocks(runnable, tmp_path)
 
 
 def _output_pattern(expected: str) -> re.Pattern[str]:

@@ -326,3 +326,13 @@ def test_help_shows_what_a_user_types(command: list[str]) -> None:
     commands = text.split("Commands:\n", 1)[1] if "Commands:\n" in text else ""
     for line in commands.splitlines():
         assert not line.rstrip().endswith("..."), f"summary cut short: {line!r}"
+
+
+def test_the_scaffold_pins_the_range_compatibility_md_recommends(tmp_path: Path) -> None:
+    made = ksi("plugins", "new", "pinned", "--dir", str(tmp_path / "p"))
+    assert made.returncode == 0, made.stderr
+    pyproject = (tmp_path / "p" / "pyproject.toml").read_text()
+    docs = (Path(__file__).parent.parent / "docs" / "plugins" / "compatibility.md").read_text()
+    pin = re.search(r'dependencies = \["(ksi[^"]*)"\]', docs)
+    assert pin is not None
+    assert f'"{pin.group(1)}"' in pyproject
