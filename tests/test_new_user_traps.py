@@ -336,3 +336,21 @@ def test_the_scaffold_pins_the_range_compatibility_md_recommends(tmp_path: Path)
     pin = re.search(r'dependencies = \["(ksi[^"]*)"\]', docs)
     assert pin is not None
     assert f'"{pin.group(1)}"' in pyproject
+
+
+def test_docker_without_an_image_tells_a_custom_task_user_to_pass_image(tmp_path: Path) -> None:
+    """The custom format has no image field: the fix offered is --image, not task metadata."""
+    from docker_support import docker_unavailable
+
+    why = docker_unavailable()
+    if why:
+        pytest.skip(why)
+    tasks = write_tasks(tmp_path / "tasks.jsonl", [{"task_id": "t", "prompt": "p"}])
+    result = ksi(
+        "run", str(tasks), "--agent", "nop", "--environment", "docker",
+        "--run-dir", str(tmp_path / "run"),
+    )  # fmt: skip
+    assert result.returncode == 2, result.stderr
+    assert "no image for task 't'; pass --image IMAGE" in result.stderr
+    assert "tasks of a tasks file (the custom source) cannot name an image" in result.stderr
+    assert "docker_image" not in result.stderr
