@@ -126,10 +126,7 @@ def list_tasks(
         return
     headers = ("TASK", "STARTING FILES", "EVAL COMMAND")
     table = [
-        tuple(
-            printable(cell)
-            for cell in (r["task_id"], r["starting_files"], _grading(r))
-        )
+        tuple(printable(cell) for cell in (r["task_id"], r["starting_files"], _grading(r)))
         for r in rows
     ]
     widths = [max(len(h), *(len(row[i]) for row in table)) for i, h in enumerate(headers[:2])]
