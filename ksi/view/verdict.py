@@ -1,0 +1,94 @@
+"""What happened to an attempt, in words: the status and why, for the report and ``ksi show``.
+
+A user looking at a failed attempt wants the reason before the evidence:
+"the eval command exited 1", "the eval command timed out after 60 s", "the
+agent hit a rate limit". :func:`verdict` turns a record into a short label
+and the reasons, from the record alone, so every view says the same thing.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import attrs
+
+from ksi.runner.models import AttemptRecord
+
+Tone = Literal["good", "partial", "bad", "unscored", "error"]
+
+#: What an evaluator status other than ``scored`` means, for the user.
+_EVAL_STATUS_WORDS = {
+    "timeout": "the eval command timed out",
+    "missing_workspace": "there was no workspace to grade",
+    "spawn_failed": "the eval command could not be started",
+    "no_eval": "the task has no eval command",
+    "eval_error": "KSI could not prepare the grading",
+}
+
+
+@attrs.frozen
+class Verdict:
+    #: One or two words: ``solved``, ``failed``, ``partial 0.70``, ``unscored``...
+    label: str
+    tone: Tone
+    #: Reasons, most important first; each one line.
+    reasons: tuple[str, ...]
+
+
+def _score(value: float) -> str:
+    return f"{value:.2f}"
+
+
+def verdict(record: AttemptRecord, solved_threshold: float = 1.0) -> Verdict:
+    """The label, tone and reasons of one attempt."""
+    reasons: list[str] = []
+    tone: Tone
+    ev = record.eval
+    if record.status == "scored" and record.score is not None:
+        if record.score >= solved_threshold:
+            label, tone = f"solved ({_score(record.score)})", "good"
+        elif record.score > 0:
+            label, tone = f"partial ({_score(record.score)})", "partial"
+        else:
+            label, tone = "failed (0.00)", "bad"
+        if ev is not None:
+            source = ev.details.get("score_source")
+            if source == "score.json":
+                reasons.append(f"score {_score(record.score)} from the score.json the eval wrote")
+            if ev.exit_code is not None:
+                reasons.append(f"the eval command exited with code {ev.exit_code}")
+    elif record.status == "unscored":
+        label, tone = "unscored", "unscored"
+        if ev is None:
+            reasons.append("no evaluator result")
+        else:
+            what = _EVAL_STATUS_WORDS.get(ev.status, f"eval status {ev.status!r}")
+            timeout = ev.details.get("timeout_sec")
+            if ev.status == "timeout" and isinstance(timeout, (int, float)):
+                what += f" after {timeout:g} s"
+            reasons.append(what)
+    elif record.status == "agent_error":
+        label, tone = "agent error", "error"
+        reasons.append(
+            f"the agent failed for a reason outside the task ({record.agent_status or 'error'})"
+        )
+    else:
+        label, tone = "error", "error"
+        kind = " (the disk was full)" if record.error_kind == "disk_full" else ""
+        reasons.append(f"KSI could not finish this attempt{kind}")
+    if record.error:
+        reasons.append(record.error)
+    if record.agent_timed_out:
+        reasons.append("the agent was stopped at its timeout")
+    elif record.agent_exit_code not in (None, 0):
+        reasons.append(f"the agent exited with code {record.agent_exit_code}")
+    if ev is not None:
+        reasons.extend(ev.notes)
+    if record.log_truncated:
+        reasons.append("the agent's output was cut at the log size cap")
+    skipped = sum(record.skipped_counts.values()) or len(record.skipped_files)
+    if skipped:
+        reasons.append(f"capture skipped or restored {skipped} path(s): listed with the attempt")
+    if record.regraded_at:
+        reasons.append(f"regraded at {record.regraded_at}")
+    return Verdict(label, tone, tuple(reasons))
