@@ -31,7 +31,7 @@ from ksi.runner.summary import summarize_run
 from ksi.view.diffs import DiffLine, FileChange, classify, file_changes
 from ksi.view.excerpt import MISSING, Excerpt, read_excerpt, text_excerpt
 from ksi.view.generations import GenerationStats, generation_stats, has_generations
-from ksi.view.verdict import Verdict, verdict
+from ksi.view.verdict import TaskState, Verdict, task_state, verdict
 
 #: Bytes of excerpts (prompts, diffs, logs, eval output) one run's view holds at most.
 TEXT_BUDGET_BYTES = 16 * 1024 * 1024
@@ -55,8 +55,6 @@ PIECE_FILES = {
 EVAL_LOGS = {"eval_stdout": "eval/eval.stdout.log", "eval_stderr": "eval/eval.stderr.log"}
 #: Skipped paths listed per attempt in a view (the record has up to 200, and counts).
 MAX_SKIPS_SHOWN = 50
-
-TaskState = Literal["solved", "partial", "failed", "unscored", "error", "not run"]
 
 
 def fair_limit(sizes: Sequence[int], budget: int) -> int:
@@ -153,18 +151,6 @@ class RunView:
         raise UserInputError(
             f"{self.root}: no task {task_id!r} in this run (its tasks: {known}{more})"
         )
-
-
-def task_state(summary: TaskSummary) -> TaskState:
-    if summary.solved:
-        return "solved"
-    if summary.best_score is not None:
-        return "partial" if summary.best_score > 0 else "failed"
-    if summary.unscored:
-        return "unscored"
-    if summary.errors:
-        return "error"
-    return "not run"
 
 
 def _listing(root: Path, attempt_dir: str) -> dict[str, str]:

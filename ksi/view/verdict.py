@@ -12,9 +12,10 @@ from typing import Literal
 
 import attrs
 
-from ksi.runner.models import AttemptRecord
+from ksi.runner.models import AttemptRecord, TaskSummary
 
 Tone = Literal["good", "partial", "bad", "unscored", "error"]
+TaskState = Literal["solved", "partial", "failed", "unscored", "error", "not run"]
 
 #: What an evaluator status other than ``scored`` means, for the user.
 _EVAL_STATUS_WORDS = {
@@ -92,3 +93,16 @@ def verdict(record: AttemptRecord, solved_threshold: float = 1.0) -> Verdict:
     if record.regraded_at:
         reasons.append(f"regraded at {record.regraded_at}")
     return Verdict(label, tone, tuple(reasons))
+
+
+def task_state(summary: TaskSummary) -> TaskState:
+    """A task in one word: solved, partial (best above 0), failed, unscored, error, not run."""
+    if summary.solved:
+        return "solved"
+    if summary.best_score is not None:
+        return "partial" if summary.best_score > 0 else "failed"
+    if summary.unscored:
+        return "unscored"
+    if summary.errors:
+        return "error"
+    return "not run"
