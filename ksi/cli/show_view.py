@@ -21,6 +21,7 @@ from ksi.view.runs import AttemptView, RunView, TaskView
 
 if TYPE_CHECKING:
     from rich.console import Console
+    from rich.text import Text
 
 #: Lines of a log shown in the terminal (the end of it); the path names the whole file.
 LOG_LINES = 40
@@ -59,7 +60,7 @@ def _console() -> Console:
     return Console(highlight=False, width=None if is_tty() else 120)
 
 
-def _text(value: object, style: str = "") -> object:
+def _text(value: object, style: str = "") -> Text:
     from rich.text import Text
 
     return Text(printable(str(value)), style=style)
@@ -209,8 +210,8 @@ def print_attempt(view: RunView, task: TaskView, attempt: AttemptView) -> None:
     if not attempt.diff.exists or attempt.diff.size == 0:
         console.print("  (no changes)" if attempt.diff.exists else "  (no diff.patch)")
     else:
-        for line in attempt.diff_lines:
-            console.print(_text(line.text, _DIFF_STYLE[line.kind]), soft_wrap=True)
+        for diff_line in attempt.diff_lines:
+            console.print(_text(diff_line.text, _DIFF_STYLE[diff_line.kind]), soft_wrap=True)
         if attempt.diff.cut:
             console.print(
                 _text(f"  ... cut: {attempt.diff.omitted:,} more bytes in diff.patch"),

@@ -72,7 +72,7 @@ _MD_SPECIAL = re.compile(r"([\\`*_\[\]|~])")
 def md_text(text: str) -> str:
     """``text`` as literal Markdown inline text: one line, markup and HTML neutralised."""
     one_line = printable(text)
-    escaped = one_line.replace("&", "&amp;").replace("<", "&lt;")
+    escaped = one_line.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     return _MD_SPECIAL.sub(r"\\\1", escaped)
 
 
