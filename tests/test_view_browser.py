@@ -77,9 +77,11 @@ class Opened:
         self.requests: list[str] = []
         self.page.on(
             "console",
-            lambda m: self.problems.append(f"console {m.type}: {m.text}")
-            if m.type in ("error", "warning")
-            else None,
+            lambda m: (
+                self.problems.append(f"console {m.type}: {m.text}")
+                if m.type in ("error", "warning")
+                else None
+            ),
         )
         self.page.on("pageerror", lambda e: self.problems.append(f"page error: {e}"))
         self.page.on("request", lambda r: self.requests.append(r.url))

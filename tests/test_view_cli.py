@@ -186,7 +186,9 @@ def test_report_formats_csv_and_markdown(runs: tuple[Path, Path]) -> None:
     assert bad.returncode == 2 and "'xml' is not one of table, json, csv, markdown" in bad.stderr
 
 
-def test_view_without_jinja2_says_how_to_install_it(runs: tuple[Path, Path], tmp_path: Path) -> None:
+def test_view_without_jinja2_says_how_to_install_it(
+    runs: tuple[Path, Path], tmp_path: Path
+) -> None:
     code = (
         "import sys; sys.modules['jinja2'] = None; from ksi.cli import main; "
         f"main(['view', {str(runs[0])!r}, '-o', {str(tmp_path / 'x.html')!r}])"

@@ -1,4 +1,4 @@
-"""What the views read from a run: excerpts, diff lines, verdicts, generations, comparisons, chart."""
+"""What the views read from a run: excerpts, diff lines, verdicts, generations, comparisons."""
 
 from __future__ import annotations
 
@@ -111,9 +111,7 @@ def test_verdicts_say_why_in_words() -> None:
         record("a", 1, None, agent_exit_code=3, agent_timed_out=False, error="boom happened")
     )
     assert "the agent exited with code 3" in crashed.reasons and "boom happened" in crashed.reasons
-    skipped = verdict(
-        record("a", 1, 1.0, skipped_files=(SkippedFile("test_x.py", "restored"),))
-    )
+    skipped = verdict(record("a", 1, 1.0, skipped_files=(SkippedFile("test_x.py", "restored"),)))
     assert any("capture skipped or restored 1 path" in r for r in skipped.reasons)
 
 

@@ -59,7 +59,8 @@ TASKS: list[dict[str, Any]] = [
         "task_id": "partial",
         "prompt": "Do half of the work.",
         "eval": {
-            "command": "python3 -c \"import json; json.dump({'score': 0.5}, open('score.json', 'w'))\""
+            "command": 'python3 -c "import json; '
+            "json.dump({'score': 0.5}, open('score.json', 'w'))\""
         },
     },
     {
@@ -80,8 +81,8 @@ TASKS: list[dict[str, Any]] = [
         "prompt": "Print <b>hostile</b> things. \u202eTXT.EXE",
         "files": {"test_guard.py": "assert 1 + 1 == 2\n"},
         "eval": {
-            "command": "sh -c 'echo \"</pre><script>window.__pwned = 4</script>\"; "
-            "printf \"\\033[2Jcleared\\n\"; exit 1'"
+            "command": 'sh -c \'echo "</pre><script>window.__pwned = 4</script>"; '
+            'printf "\\033[2Jcleared\\n"; exit 1\''
         },
     },
 ]

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from ksi.cli.common import is_tty
 from ksi.cli.summary_view import print_summary
 from ksi.text import printable
+from ksi.view import fmt
 from ksi.view.compare import Comparison
 from ksi.view.excerpt import Excerpt
 from ksi.view.runs import AttemptView, RunView, TaskView
@@ -66,18 +67,6 @@ def _text(value: object, style: str = "") -> Text:
     return Text(printable(str(value)), style=style)
 
 
-def _score(value: float | None) -> str:
-    return "-" if value is None else f"{value:.2f}"
-
-
-def _secs(value: float) -> str:
-    return f"{value:.1f}s"
-
-
-def _money(value: float | None) -> str:
-    return "-" if value is None else f"${value:.4f}"
-
-
 def print_run(view: RunView) -> None:
     """The summary (as ``ksi report`` prints it), the components, generations, what next."""
     print_summary(view.summary, rich_output=is_tty())
@@ -115,7 +104,7 @@ def print_task(view: RunView, task: TaskView) -> None:
     console.print(
         _text(f"task {task.task_id}:", "bold"),
         _text(task.state, _TONE_STYLE[_STATE_TONE[task.state]]),
-        _text(f"  best {_score(s.best_score)}, {s.attempts} attempt(s), {s.errors} error(s)"),
+        _text(f"  best {fmt.score(s.best_score)}, {s.attempts} attempt(s), {s.errors} error(s)"),
     )
     if task.prompt.exists:
         lines = task.prompt.text.splitlines()
@@ -139,8 +128,8 @@ def print_task(view: RunView, task: TaskView) -> None:
             _text(a.label),
             _text(a.verdict.label, _TONE_STYLE[a.verdict.tone]),
             _text(a.verdict.reasons[0] if a.verdict.reasons else ""),
-            _secs(rec.timings.total),
-            _money(rec.usage.cost_usd),
+            fmt.secs(rec.timings.total),
+            fmt.money(rec.usage.cost_usd),
             changed,
         )
     console.print(table)
@@ -185,21 +174,10 @@ def print_attempt(view: RunView, task: TaskView, attempt: AttemptView) -> None:
     for reason in v.reasons:
         console.print(_text("  - " + reason), soft_wrap=True)
     ev = rec.eval
-    facts = [
-        f"agent {rec.agent}"
-        + (f" (model {rec.model})" if rec.model else "")
-        + f": {rec.agent_status or '-'}"
-        + (f", exit {rec.agent_exit_code}" if rec.agent_exit_code is not None else ""),
-        f"eval: {ev.status}, exit {ev.exit_code}" if ev else "eval: not graded",
-        f"time: total {_secs(rec.timings.total)} (agent {_secs(rec.timings.agent)}, "
-        f"eval {_secs(rec.timings.eval)})",
-        f"usage: {rec.usage.input_tokens:,} in, {rec.usage.output_tokens:,} out, "
-        f"cost {_money(rec.usage.cost_usd)}",
-        f"environment {rec.environment}, evaluator {rec.evaluator}, generation {rec.generation}",
-        f"files: {view.root / rec.attempt_dir}" if rec.attempt_dir else "files: none",
-    ]
-    for fact in facts:
-        console.print(_text(fact))
+    for label, value in attempt.facts:
+        console.print(_text(f"{label}: {value}"), soft_wrap=True)
+    where = view.root / rec.attempt_dir if rec.attempt_dir else None
+    console.print(_text(f"files: {where or 'none'}"))
     if rec.final_message:
         console.print(_text("final message:", "bold"))
         for line in printable(rec.final_message, multiline=True).splitlines()[-LOG_LINES:]:
@@ -251,7 +229,7 @@ def print_comparison(comparison: Comparison, *, show_all: bool) -> None:
         console.print(
             _text(
                 f"{col.label}: solved {col.solved_tasks}/{col.n_tasks} ({col.solve_rate:.1%}), "
-                f"mean best {_score(col.mean_best_score)}, cost {_money(col.total_cost_usd)}"
+                f"mean best {fmt.score(col.mean_best_score)}, cost {fmt.money(col.total_cost_usd)}"
                 f"  ({col.run_dir})"
             )
         )
@@ -276,7 +254,7 @@ def print_comparison(comparison: Comparison, *, show_all: bool) -> None:
     styles = {"gained": "green", "lost": "red", "better": "green", "worse": "red"}
     for t in rows:
         cells = [
-            "not in run" if solved is None else _score(score) + (" ok" if solved else "")
+            "not in run" if solved is None else fmt.score(score) + (" ok" if solved else "")
             for score, solved in zip(t.scores, t.solved, strict=True)
         ]
         table.add_row(

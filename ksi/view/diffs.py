@@ -10,7 +10,7 @@ a line it does not recognise is context, shown as it is.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Literal
+from typing import Literal, NamedTuple
 
 import attrs
 
@@ -32,8 +32,9 @@ _META_PREFIXES = (
 )
 
 
-@attrs.frozen
-class DiffLine:
+class DiffLine(NamedTuple):
+    """One line (a tuple: a diff has many, and the report builds them by the hundred thousand)."""
+
     kind: LineKind
     text: str
 

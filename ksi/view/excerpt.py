@@ -50,7 +50,7 @@ class Excerpt:
 MISSING = Excerpt(text="", size=0, shown=0, exists=False)
 
 
-def read_excerpt(path: Path, limit: int, *, end: Literal["head", "tail"] = "head") -> Excerpt:
+def read_excerpt(path: Path | str, limit: int, *, end: Literal["head", "tail"] = "head") -> Excerpt:
     """At most ``limit`` bytes of ``path`` (its start or its end), as printable text.
 
     A missing or unreadable file gives :data:`MISSING`; bad UTF-8 is replaced,

@@ -34,6 +34,7 @@ from urllib.parse import quote
 from ksi._version import __version__
 from ksi.errors import UserInputError
 from ksi.text import printable
+from ksi.view import fmt
 from ksi.view.chart import LineChart, percent_line_chart
 from ksi.view.compare import Comparison, compare_runs, run_labels
 from ksi.view.diffs import DiffLine
@@ -41,8 +42,6 @@ from ksi.view.generations import GenerationStats
 from ksi.view.runs import RunView
 
 TEMPLATES = Path(__file__).parent / "templates"
-#: What a missing figure shows (an en dash).
-NONE = "\u2013"
 INSTALL_HINT = "pip install 'ksi[view]'"
 
 
@@ -70,57 +69,16 @@ def _environment() -> Any:
         lstrip_blocks=True,
     )
     env.filters.update(
-        score=fmt_score,
-        pct=fmt_pct,
-        money=fmt_money,
-        secs=fmt_secs,
-        size=fmt_size,
-        num=fmt_num,
+        score=fmt.score,
+        pct=fmt.pct,
+        money=fmt.money,
+        secs=fmt.secs,
+        size=fmt.size,
+        num=fmt.num,
+        signed=fmt.signed,
         blocks=diff_blocks,
-        signed=fmt_signed,
     )
     return env
-
-
-# -- formatting (shared by the templates) --------------------------------------------
-
-
-def fmt_score(value: float | None) -> str:
-    return NONE if value is None else f"{value:.2f}"
-
-
-def fmt_signed(value: float | None) -> str:
-    return NONE if value is None else f"{value:+.2f}"
-
-
-def fmt_pct(value: float | None) -> str:
-    return NONE if value is None else f"{value:.0%}"
-
-
-def fmt_money(value: float | None) -> str:
-    return NONE if value is None else f"${value:.4f}"
-
-
-def fmt_secs(value: float | None) -> str:
-    if value is None:
-        return NONE
-    if value < 60:
-        return f"{value:.1f} s"
-    minutes, seconds = divmod(int(value), 60)
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}h {minutes:02d}m" if hours else f"{minutes}m {seconds:02d}s"
-
-
-def fmt_size(value: int) -> str:
-    if value < 1024:
-        return f"{value} B"
-    if value < 1024 * 1024:
-        return f"{value / 1024:.1f} KB"
-    return f"{value / (1024 * 1024):.1f} MB"
-
-
-def fmt_num(value: int | None) -> str:
-    return NONE if value is None else f"{value:,}"
 
 
 def diff_blocks(lines: Sequence[DiffLine]) -> list[DiffLine]:
@@ -149,10 +107,10 @@ def generations_chart(stats: Sequence[GenerationStats]) -> LineChart:
     )
 
 
-def _href(run_root: Path, out_dir: Path, rel: str) -> str:
-    """The URL of a run-relative file as seen from the report's directory."""
-    path = os.path.relpath(run_root / rel, out_dir)
-    return quote(Path(path).as_posix())
+def _run_prefix(run_root: Path, out_dir: Path) -> str:
+    """The URL prefix of a run directory as seen from the report's directory (``""`` inside)."""
+    rel = Path(os.path.relpath(run_root, out_dir)).as_posix()
+    return "" if rel == "." else quote(rel) + "/"
 
 
 def _csp_hash(text: str) -> str:
@@ -173,6 +131,7 @@ def render_report(runs: Sequence[RunView], out_path: Path) -> str:
     if len(runs) > 1:
         pairs = zip(labels, runs, strict=True)
         comparison = compare_runs([(label, run.summary, run.state) for label, run in pairs])
+    prefixes = {id(run): _run_prefix(run.root, out_dir) for run in runs}
     script = env.get_template("report.js").render()
     style = env.get_template("report.css").render()
     page = env.get_template("report.html.j2")
@@ -181,7 +140,7 @@ def render_report(runs: Sequence[RunView], out_path: Path) -> str:
             runs=runs,
             labels=labels,
             comparison=comparison,
-            href=lambda run, rel: _href(run.root, out_dir, rel),
+            href=lambda run, rel: prefixes[id(run)] + quote(rel),
             chart=generations_chart,
             script=markupsafe.Markup(script),
             style=markupsafe.Markup(style),

@@ -31,10 +31,10 @@ from ksi.runner.summary import summarize_run
 from ksi.view.diffs import DiffLine, FileChange, classify, file_changes
 from ksi.view.excerpt import MISSING, Excerpt, read_excerpt, text_excerpt
 from ksi.view.generations import GenerationStats, generation_stats, has_generations
-from ksi.view.verdict import TaskState, Verdict, task_state, verdict
+from ksi.view.verdict import TaskState, Verdict, attempt_facts, task_state, verdict
 
 #: Bytes of excerpts (prompts, diffs, logs, eval output) one run's view holds at most.
-TEXT_BUDGET_BYTES = 16 * 1024 * 1024
+TEXT_BUDGET_BYTES = 12 * 1024 * 1024
 #: The most of each piece an attempt shows when the budget allows.
 PIECE_CAPS: dict[str, int] = {
     "prompt": 16 * 1024,
@@ -103,6 +103,10 @@ class AttemptView:
         r = self.record
         return f"{r.attempt}" + (f" (retry {r.try_number})" if r.try_number else "")
 
+    @property
+    def facts(self) -> list[tuple[str, str]]:
+        return attempt_facts(self.record)
+
     def link(self, name: str) -> str | None:
         """The run-relative path of the attempt's file ``name`` when it exists."""
         return self.files.get(name)
@@ -153,55 +157,56 @@ class RunView:
         )
 
 
-def _listing(root: Path, attempt_dir: str) -> dict[str, str]:
-    """The files of an attempt directory and of its ``eval/``: name -> run-relative path."""
-    found: dict[str, str] = {}
+#: An attempt directory's files: name within it -> (path relative to the run, size in bytes).
+Listing = dict[str, tuple[str, int]]
+
+
+def _listing(root: str, attempt_dir: str) -> Listing:
+    """The files of an attempt directory and of its ``eval/`` (one ``scandir`` each)."""
+    found: Listing = {}
     for sub in ("", "eval/"):
         try:
-            with os.scandir(root / attempt_dir / sub) as entries:
+            with os.scandir(os.path.join(root, attempt_dir, sub)) as entries:
                 for entry in entries:
                     if entry.is_file(follow_symlinks=False):
-                        found[sub + entry.name] = f"{attempt_dir}/{sub}{entry.name}"
+                        rel = f"{attempt_dir}/{sub}{entry.name}"
+                        found[sub + entry.name] = (rel, entry.stat(follow_symlinks=False).st_size)
         except OSError:
             continue
     return dict(sorted(found.items()))
 
 
-def _piece_sizes(root: Path, rec: AttemptRecord, with_prompt: bool) -> list[int]:
+def _piece_sizes(rec: AttemptRecord, files: Listing, with_prompt: bool) -> list[int]:
     sizes = []
     for piece, name in PIECE_FILES.items():
         if piece == "prompt" and not with_prompt:
             continue
-        try:
-            size = (root / rec.attempt_dir / name).stat().st_size
-        except OSError:
-            size = 0
-        sizes.append(min(size, PIECE_CAPS[piece]))
+        sizes.append(min(files[name][1] if name in files else 0, PIECE_CAPS[piece]))
     if rec.eval is not None:
         sizes.append(min(len(rec.eval.stdout_tail.encode()), PIECE_CAPS["eval_stdout"]))
         sizes.append(min(len(rec.eval.stderr_tail.encode()), PIECE_CAPS["eval_stderr"]))
     return sizes
 
 
-def _read(root: Path, rec: AttemptRecord, piece: str, limit: int) -> Excerpt:
-    if not rec.attempt_dir:
+def _read(root: str, files: Listing, piece: str, limit: int) -> Excerpt:
+    name = PIECE_FILES[piece]
+    if name not in files:
         return MISSING
     end: Literal["head", "tail"] = "head" if piece in ("prompt", "diff") else "tail"
-    return read_excerpt(
-        root / rec.attempt_dir / PIECE_FILES[piece], min(limit, PIECE_CAPS[piece]), end=end
-    )
+    return read_excerpt(os.path.join(root, files[name][0]), min(limit, PIECE_CAPS[piece]), end=end)
 
 
 def _attempt_view(
-    root: Path,
+    root: str,
     rec: AttemptRecord,
+    files: Listing,
     earlier: list[AttemptRecord],
     threshold: float,
     limit: int,
     task_prompt: Excerpt | None,
 ) -> AttemptView:
-    prompt = _read(root, rec, "prompt", limit)
-    diff = _read(root, rec, "diff", limit)
+    prompt = _read(root, files, "prompt", limit)
+    diff = _read(root, files, "diff", limit)
     lines = tuple(classify(diff.text))
     ev = rec.eval
     return AttemptView(
@@ -211,15 +216,15 @@ def _attempt_view(
         diff=diff,
         diff_lines=lines,
         files_changed=tuple(file_changes(lines)),
-        agent_stdout=_read(root, rec, "agent_stdout", limit),
-        agent_stderr=_read(root, rec, "agent_stderr", limit),
+        agent_stdout=_read(root, files, "agent_stdout", limit),
+        agent_stderr=_read(root, files, "agent_stderr", limit),
         eval_stdout=text_excerpt(
             ev.stdout_tail if ev else "", min(limit, PIECE_CAPS["eval_stdout"]), end="tail"
         ),
         eval_stderr=text_excerpt(
             ev.stderr_tail if ev else "", min(limit, PIECE_CAPS["eval_stderr"]), end="tail"
         ),
-        files=_listing(root, rec.attempt_dir) if rec.attempt_dir else {},
+        files={name: rel for name, (rel, _) in files.items()},
         earlier=tuple((r, verdict(r, threshold)) for r in earlier),
     )
 
@@ -262,10 +267,15 @@ def load_run_view(
     for (task_id, _), recs in sorted(tries.items(), key=lambda kv: kv[0][1]):
         by_task[task_id].append(recs)
 
+    where = str(root)
+    listings: dict[str, Listing] = {}
     sizes: list[int] = []
     for attempts in by_task.values():
         for i, recs in enumerate(attempts):
-            sizes.extend(_piece_sizes(root, recs[-1], with_prompt=i == 0))
+            rec = recs[-1]
+            files = _listing(where, rec.attempt_dir) if rec.attempt_dir else {}
+            listings[rec.attempt_dir] = files
+            sizes.extend(_piece_sizes(rec, files, with_prompt=i == 0))
     limit = fair_limit(sizes, budget)
 
     tasks: list[TaskView] = []
@@ -273,9 +283,19 @@ def load_run_view(
         if wanted is not None and task_summary.task_id not in wanted:
             continue
         attempts = by_task.get(task_summary.task_id, [])
-        prompt = _read(root, attempts[0][-1], "prompt", limit) if attempts else MISSING
+        first = listings[attempts[0][-1].attempt_dir] if attempts else {}
+        prompt = _read(where, first, "prompt", limit)
         views = tuple(
-            _attempt_view(root, recs[-1], recs[:-1], threshold, limit, prompt) for recs in attempts
+            _attempt_view(
+                where,
+                recs[-1],
+                listings[recs[-1].attempt_dir],
+                recs[:-1],
+                threshold,
+                limit,
+                prompt,
+            )
+            for recs in attempts
         )
         tasks.append(
             TaskView(

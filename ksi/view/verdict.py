@@ -13,6 +13,7 @@ from typing import Literal
 import attrs
 
 from ksi.runner.models import AttemptRecord, TaskSummary
+from ksi.view import fmt
 
 Tone = Literal["good", "partial", "bad", "unscored", "error"]
 TaskState = Literal["solved", "partial", "failed", "unscored", "error", "not run"]
@@ -106,3 +107,45 @@ def task_state(summary: TaskSummary) -> TaskState:
     if summary.errors:
         return "error"
     return "not run"
+
+
+def attempt_facts(record: AttemptRecord) -> list[tuple[str, str]]:
+    """The facts of an attempt as ``(label, text)`` pairs: who ran it, grading, time, usage."""
+    r, ev, t, u = record, record.eval, record.timings, record.usage
+    agent = (
+        r.agent + (f" (model {r.model})" if r.model else "") + f" \u00b7 {r.agent_status or '-'}"
+    )
+    if r.agent_exit_code is not None:
+        agent += f", exit {r.agent_exit_code}"
+    if r.agent_timed_out:
+        agent += ", timed out"
+    grading = "not graded"
+    if ev is not None:
+        grading = ev.status + (f", exit {ev.exit_code}" if ev.exit_code is not None else "")
+        source = ev.details.get("score_source")
+        if source:
+            grading += f", score from {'the exit code' if source == 'exit_code' else source}"
+    status = r.status
+    if r.retryable and r.status != "scored":
+        status += " (a resume or --retries runs it again)"
+    usage = f"{fmt.num(u.input_tokens)} in \u00b7 {fmt.num(u.output_tokens)} out"
+    if u.cache_read_tokens or u.cache_write_tokens:
+        usage += f" \u00b7 cache {fmt.num(u.cache_read_tokens)}/{fmt.num(u.cache_write_tokens)}"
+    usage += f" \u00b7 {fmt.money(u.cost_usd)}" + (f" \u00b7 {u.turns} turns" if u.turns else "")
+    return [
+        ("status", status),
+        ("agent", agent),
+        ("eval", grading),
+        ("where", f"{r.environment} environment \u00b7 {r.evaluator} evaluator"),
+        (
+            "time",
+            f"total {fmt.secs(t.total)} \u00b7 agent {fmt.secs(t.agent)} \u00b7 "
+            f"eval {fmt.secs(t.eval)} \u00b7 seed {fmt.secs(t.seed)} \u00b7 "
+            f"capture {fmt.secs(t.capture)}",
+        ),
+        ("usage", usage),
+        (
+            "when",
+            f"{r.started_at or '?'} \u2192 {r.finished_at or '?'} (generation {r.generation})",
+        ),
+    ]
