@@ -92,6 +92,7 @@ def print_run(view: RunView) -> None:
     console.print(
         _text(f"next: ksi show {view.root} TASK (a task's attempts), ksi view {view.root} (HTML)"),
         style="dim",
+        soft_wrap=True,
     )
 
 
@@ -137,7 +138,9 @@ def print_task(view: RunView, task: TaskView) -> None:
         console.print("no attempt of this task finished")
     else:
         console.print(
-            _text(f"next: ksi show {view.root} {task.task_id} N (attempt N in full)"), style="dim"
+            _text(f"next: ksi show {view.root} {task.task_id} N (attempt N in full)"),
+            style="dim",
+            soft_wrap=True,
         )
 
 
@@ -231,7 +234,8 @@ def print_comparison(comparison: Comparison, *, show_all: bool) -> None:
                 f"{col.label}: solved {col.solved_tasks}/{col.n_tasks} ({col.solve_rate:.1%}), "
                 f"mean best {fmt.score(col.mean_best_score)}, cost {fmt.money(col.total_cost_usd)}"
                 f"  ({col.run_dir})"
-            )
+            ),
+            soft_wrap=True,
         )
     for key, values in comparison.differences.items():
         shown = " | ".join(f"{c.label}: {v}" for c, v in zip(comparison.runs, values, strict=True))
