@@ -242,8 +242,13 @@ def test_a_two_run_comparison_lists_flips_first_and_sorts(
         assert _visible_task_ids(page, "cmp-table")[0] == "fixed"  # -1.00 first, ascending
         page.click("#cmp-table th:has-text('change')")
         assert _visible_task_ids(page, "cmp-table")[0] == "broken"
-        # Each run keeps its own full section (and table) below the comparison.
+        # Each run keeps its own full section (and table) below the comparison; a score opens
+        # that run's task.
         assert page.locator("#r0-table").count() == 1 and page.locator("#r1-table").count() == 1
+        page.click("#cmp-table tr[data-id=broken] td:nth-child(3) a")
+        opened_task = page.locator("#r1-tasks details.task[open]")
+        assert opened_task.count() == 1
+        assert "broken" in opened_task.locator("summary").first.inner_text()
         opened.shot("comparison")
         opened.check_clean()
     finally:
@@ -260,6 +265,9 @@ def test_the_generations_chart_is_drawn_from_the_records(browser: Any, tmp_path:
         record("c", 3, 1.0, generation=3),
     ]
     run = write_run(tmp_path / "gens", ["a", "b", "c"], records, config={"generations": 3})
+    notes = run / "knowledge" / "1" / "KNOWLEDGE.md"
+    notes.parent.mkdir(parents=True)
+    notes.write_text("# Notes of generation 1\n\n- b: the eval wants 42, not 41\n")
     opened = Opened(browser, _view(run, out=tmp_path / "gens.html"))
     page = opened.page
     try:
@@ -272,8 +280,11 @@ def test_the_generations_chart_is_drawn_from_the_records(browser: Any, tmp_path:
         assert "solve rate (of tasks attempted), generation 2: 50%" in titles
         rows = page.locator("[data-testid=generations] tbody tr").all_inner_texts()
         assert [r.split("\t")[0] for r in rows] == ["1", "2", "3"]
-        assert rows[1].split("\t")[-1].strip() == "b"  # newly solved in generation 2
+        assert rows[1].split("\t")[-2].strip() == "b"  # newly solved in generation 2
         opened.shot("generations")
         opened.check_clean()
+        with page.expect_navigation():
+            page.click("[data-testid=generations] a:has-text('KNOWLEDGE.md')")
+        assert "the eval wants 42, not 41" in page.inner_text("body")
     finally:
         opened.close()

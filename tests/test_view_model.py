@@ -132,10 +132,10 @@ def test_generations_from_records_solve_rate_cumulative_and_newly_solved(tmp_pat
     stats = generation_stats(records, tasks)
     assert [s.generation for s in stats] == [1, 2, 3]
     assert [s.tasks_attempted for s in stats] == [4, 3, 2]
-    assert [s.newly_solved for s in stats] == [("a",), ("b",), ("c",)]
+    assert [s.newly_solved_ids for s in stats] == [("a",), ("b",), ("c",)]
     assert [s.cumulative_solved for s in stats] == [1, 2, 3]
     assert [s.solve_rate for s in stats] == [0.25, pytest.approx(1 / 3), 0.5]
-    assert [s.cumulative_rate for s in stats] == [0.25, 0.5, 0.75]
+    assert [s.cumulative_solve_rate for s in stats] == [0.25, 0.5, 0.75]
     assert has_generations(stats)
     # Records without a generation are generation 1: one generation, no section.
     assert not has_generations(generation_stats([record("a", 1, 1.0)], ["a"]))

@@ -83,10 +83,10 @@ def print_run(view: RunView) -> None:
             table.add_row(
                 str(g.generation),
                 str(g.tasks_attempted),
-                str(g.tasks_solved),
+                str(g.solved),
                 f"{g.solve_rate:.1%}",
                 f"{g.cumulative_solved}/{view.summary.n_tasks}",
-                str(len(g.newly_solved)),
+                str(len(g.newly_solved_ids)),
             )
         console.print(table)
     console.print(

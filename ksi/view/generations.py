@@ -5,13 +5,20 @@ records written before generations existed). For each generation: the tasks
 it attempted, those it solved, those solved for the first time, the solve
 rate among the tasks it attempted, and the tasks solved so far (cumulative)
 over all the run's tasks. "Solved" is the run's one predicate: a scored
-attempt whose score reaches the solved threshold.
+attempt whose score reaches the solved threshold. The field names are those
+of the per-generation summary the generations work (issue 12) reports.
+
+The notes each generation's distillation wrote are stored in the run
+directory as ``knowledge/<generation>/KNOWLEDGE.md``; :func:`notes_files`
+finds them so a view can link to them.
 """
 
 from __future__ import annotations
 
+import os
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 
 import attrs
 
@@ -24,14 +31,14 @@ class GenerationStats:
     generation: int
     attempts: int
     tasks_attempted: int
-    tasks_solved: int
+    solved: int
     #: Tasks first solved in this generation, in the run's task order.
-    newly_solved: tuple[str, ...]
+    newly_solved_ids: tuple[str, ...]
     cumulative_solved: int
-    #: ``tasks_solved / tasks_attempted`` (0 when nothing was attempted).
+    #: ``solved / tasks_attempted`` (0 when nothing was attempted).
     solve_rate: float
     #: ``cumulative_solved`` over all the run's tasks.
-    cumulative_rate: float
+    cumulative_solve_rate: float
     cost_usd: float | None = None
 
 
@@ -69,11 +76,11 @@ def generation_stats(
                 generation=gen,
                 attempts=len(recs),
                 tasks_attempted=len(attempted),
-                tasks_solved=len(solved),
-                newly_solved=tuple(new),
+                solved=len(solved),
+                newly_solved_ids=tuple(new),
                 cumulative_solved=len(solved_before),
                 solve_rate=len(solved) / len(attempted) if attempted else 0.0,
-                cumulative_rate=len(solved_before) / len(task_ids) if task_ids else 0.0,
+                cumulative_solve_rate=len(solved_before) / len(task_ids) if task_ids else 0.0,
                 cost_usd=sum(costs[gen]) if costs.get(gen) else None,
             )
         )
@@ -83,3 +90,16 @@ def generation_stats(
 def has_generations(stats: Sequence[GenerationStats]) -> bool:
     """Whether a run is worth a generations section: more than one generation, or a later one."""
     return len(stats) > 1 or any(s.generation > 1 for s in stats)
+
+
+def notes_files(run_dir: Path) -> dict[int, str]:
+    """Generation -> run-relative path of ``knowledge/<generation>/KNOWLEDGE.md``, where one is."""
+    found: dict[int, str] = {}
+    try:
+        entries = os.listdir(run_dir / "knowledge")
+    except OSError:
+        return found
+    for name in entries:
+        if name.isdigit() and (run_dir / "knowledge" / name / "KNOWLEDGE.md").is_file():
+            found[int(name)] = f"knowledge/{name}/KNOWLEDGE.md"
+    return dict(sorted(found.items()))

@@ -102,7 +102,11 @@ def generations_chart(stats: Sequence[GenerationStats]) -> LineChart:
         [s.generation for s in stats],
         [
             ("solve rate (of tasks attempted)", "s-rate", [s.solve_rate for s in stats]),
-            ("cumulative solved (of all tasks)", "s-cumul", [s.cumulative_rate for s in stats]),
+            (
+                "cumulative solved (of all tasks)",
+                "s-cumul",
+                [s.cumulative_solve_rate for s in stats],
+            ),
         ],
     )
 
@@ -140,6 +144,7 @@ def render_report(runs: Sequence[RunView], out_path: Path) -> str:
             runs=runs,
             labels=labels,
             comparison=comparison,
+            task_index=[{t.task_id: i for i, t in enumerate(run.tasks)} for run in runs],
             href=lambda run, rel: prefixes[id(run)] + quote(rel),
             chart=generations_chart,
             script=markupsafe.Markup(script),

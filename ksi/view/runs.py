@@ -30,7 +30,12 @@ from ksi.runner.run_state import RunState, load_run_state
 from ksi.runner.summary import summarize_run
 from ksi.view.diffs import DiffLine, FileChange, classify, file_changes
 from ksi.view.excerpt import MISSING, Excerpt, read_excerpt, text_excerpt
-from ksi.view.generations import GenerationStats, generation_stats, has_generations
+from ksi.view.generations import (
+    GenerationStats,
+    generation_stats,
+    has_generations,
+    notes_files,
+)
 from ksi.view.verdict import TaskState, Verdict, attempt_facts, task_state, verdict
 
 #: Bytes of excerpts (prompts, diffs, logs, eval output) one run's view holds at most.
@@ -137,6 +142,8 @@ class RunView:
     components: dict[str, str]
     #: The per-piece limit the budget allowed (bytes).
     piece_limit: int
+    #: Generation -> run-relative path of the notes it distilled (``knowledge/<g>/KNOWLEDGE.md``).
+    notes: dict[int, str] = attrs.field(factory=dict)
 
     @property
     def name(self) -> str:
@@ -315,6 +322,7 @@ def load_run_view(
         generations=tuple(gens),
         components=_components(state, summary.records),
         piece_limit=limit,
+        notes=notes_files(root),
     )
 
 

@@ -137,10 +137,10 @@ def task_markdown(
                     [
                         str(g.generation),
                         str(g.tasks_attempted),
-                        str(g.tasks_solved),
+                        str(g.solved),
                         f"{g.solve_rate:.1%}",
                         f"{g.cumulative_solved}/{summary.n_tasks}",
-                        ", ".join(md_text(t) for t in g.newly_solved) or "–",  # noqa: RUF001
+                        ", ".join(md_text(t) for t in g.newly_solved_ids) or "–",  # noqa: RUF001
                     ]
                 )
             )
