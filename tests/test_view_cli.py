@@ -201,3 +201,16 @@ def test_view_without_jinja2_says_how_to_install_it(
     assert not (tmp_path / "x.html").exists()
     not_run = ksi("view", str(tmp_path))
     assert not_run.returncode == 2 and "not a KSI run directory" in not_run.stderr
+
+
+def test_open_hands_the_report_to_the_browser(runs: tuple[Path, Path], tmp_path: Path) -> None:
+    seen = tmp_path / "opened.txt"
+    browser = tmp_path / "browser.py"
+    browser.write_text(f"import sys; open({str(seen)!r}, 'w').write(sys.argv[1])\n")
+    out = tmp_path / "r.html"
+    result = ksi(
+        "view", str(runs[0]), "-o", str(out), "--open",
+        env={"BROWSER": f"{sys.executable} {browser} %s"},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert seen.read_text() == out.resolve().as_uri()

@@ -251,7 +251,7 @@ def print_comparison(comparison: Comparison, *, show_all: bool) -> None:
     table = Table(box=None)
     table.add_column("task", overflow="fold")
     for col in comparison.runs:
-        table.add_column(printable(col.label), justify="right", overflow="fold")
+        table.add_column(_text(col.label), justify="right", overflow="fold")
     table.add_column("change", justify="right")
     table.add_column("what happened")
     rows = comparison.tasks if show_all else comparison.tasks[:COMPARE_ROWS]

@@ -146,6 +146,7 @@ def attempt_facts(record: AttemptRecord) -> list[tuple[str, str]]:
         ("usage", usage),
         (
             "when",
-            f"{r.started_at or '?'} \u2192 {r.finished_at or '?'} (generation {r.generation})",
+            f"{r.started_at or '?'} \u2192 {r.finished_at or '?'}"
+            + (f" (generation {r.generation})" if r.generation > 1 else ""),
         ),
     ]
