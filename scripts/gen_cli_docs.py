@@ -34,7 +34,8 @@ HEADER = f"""\
 
 Every `ksi` command with its arguments and options, exactly as `--help`
 shows them. Guides: [running.md](running.md) (`ksi run`, `report`, `regrade`,
-`check`), [your-own-tasks.md](your-own-tasks.md) (`ksi tasks`),
+`check`), [viewing.md](viewing.md) (`ksi view`, `show`, `compare`, `report
+--format`), [your-own-tasks.md](your-own-tasks.md) (`ksi tasks`),
 [evaluators.md](evaluators.md) (`ksi grade`), [agents.md](agents.md)
 (`ksi agents`), [plugins.md](plugins.md) (`ksi plugins`, `install`).
 Commands that plugins add are not listed here; `ksi --help` shows them.

@@ -300,7 +300,7 @@ def _anchors(path: Path) -> set[str]:
     return {_slug(h) for h in re.findall(r"(?m)^#{1,6} (.+)$", text)}
 
 
-@pytest.mark.parametrize("name", ["running.md", "python-api.md", "cli.md"])
+@pytest.mark.parametrize("name", ["running.md", "python-api.md", "cli.md", "viewing.md"])
 def test_links_resolve(name: str) -> None:
     path = DOCS / name
     text = _FENCE.sub("", path.read_text(encoding="utf-8"))

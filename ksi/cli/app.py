@@ -37,7 +37,22 @@ BUILTIN_COMMANDS: dict[str, tuple[str, str]] = {
         "Grade an existing directory with a task's evaluator and print the result.",
     ),
     "run": ("run_cmd", "Run an agent on every task, grade every attempt, and print the summary."),
-    "report": ("run_cmd", "Print a run's summary again, from its journal alone."),
+    "report": (
+        "run_cmd",
+        "Print a run's summary again, from its journal alone (table, JSON, CSV or Markdown).",
+    ),
+    "view": (
+        "view_cmd",
+        "Write one self-contained HTML report of a run, or a comparison of several runs.",
+    ),
+    "show": (
+        "view_cmd",
+        "Show a run, one of its tasks, or one attempt (status and why, diff, eval output, logs).",
+    ),
+    "compare": (
+        "view_cmd",
+        "Compare runs task by task: best score in each, the change, flipped tasks first.",
+    ),
     "regrade": ("run_cmd", "Grade every attempt of a run again from its captured repos."),
     "check": ("run_cmd", "Run `oracle` and `nop` on every task and list the broken ones."),
     "agents": (

@@ -350,21 +350,58 @@ def _check_choice(flag: str, value: str, choices: tuple[str, ...]) -> str:
     return value
 
 
+REPORT_FORMATS = ("table", "json", "csv", "markdown")
+
+
 def report_command(
     run_dir: Annotated[Path, typer.Argument(metavar="RUN_DIR", help="A run directory.")],
-    as_json: Annotated[bool, typer.Option("--json", help="Print the full JSON report.")] = False,
+    output_format: Annotated[
+        str,
+        typer.Option(
+            "--format",
+            "-f",
+            help="table (the summary), json (the full report), csv (one row per task) or "
+            "markdown (totals and the task table, for a pull request or a paper draft).",
+        ),
+    ] = "table",
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the full JSON report (same as --format json).")
+    ] = False,
     solved_threshold: Annotated[
         float | None, typer.Option(help="Override the run's solved threshold.")
     ] = None,
 ) -> None:
-    """Print a run's summary again, from its journal alone."""
+    """Print a run's summary again, from its journal alone (table, JSON, CSV or Markdown)."""
     from ksi.runner.report import build_report
     from ksi.runner.summary import summarize_run
 
+    fmt = _check_choice("--format", output_format, REPORT_FORMATS)
     if as_json:
+        if fmt not in ("table", "json"):
+            raise UserInputError(f"--json and --format {fmt} ask for two formats; give one")
+        fmt = "json"
+    if fmt == "json":
         echo_json(build_report(run_dir, solved_threshold=solved_threshold))
         return
-    _print_summary(summarize_run(run_dir, solved_threshold=solved_threshold))
+    summary = summarize_run(run_dir, solved_threshold=solved_threshold)
+    if fmt == "table":
+        _print_summary(summary)
+        return
+    from ksi.view import tables
+
+    if fmt == "csv":
+        typer.echo(tables.task_csv(summary), nl=False)
+    else:
+        from ksi.view.generations import generation_stats
+
+        gens = generation_stats(
+            summary.records,
+            [t.task_id for t in summary.tasks],
+            solved_threshold=summary.solved_threshold,
+        )
+        typer.echo(tables.task_markdown(summary, gens, name=Path(summary.run_dir).name), nl=False)
+    for warning in summary.warnings:
+        typer.echo(f"warning: {printable(warning)}", err=True)
 
 
 def regrade_command(

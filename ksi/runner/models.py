@@ -85,6 +85,9 @@ class AttemptRecord:
     retryable: bool = False
     #: Set when ``ksi regrade`` produced this record from an earlier one.
     regraded_at: str = ""
+    #: The generation the attempt belongs to (1 in a run of one generation, and in
+    #: records written before generations existed).
+    generation: int = 1
 
 
 @attrs.frozen

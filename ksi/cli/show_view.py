@@ -1,0 +1,273 @@
+"""Printing ``ksi show`` and ``ksi compare`` with rich: colours on a terminal, plain text otherwise.
+
+The facts are the HTML report's (:mod:`ksi.view`): the same verdicts, the same
+diff classification, the same bounded excerpts. Every string that came from a
+run (task ids, logs, errors) is passed through :func:`ksi.text.printable` and
+printed as :class:`rich.text.Text`, so it can neither drive the terminal nor be
+read as rich markup.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ksi.cli.common import is_tty
+from ksi.cli.summary_view import print_summary
+from ksi.text import printable
+from ksi.view import fmt
+from ksi.view.compare import Comparison
+from ksi.view.excerpt import Excerpt
+from ksi.view.runs import AttemptView, RunView, TaskView
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.text import Text
+
+#: Lines of a log shown in the terminal (the end of it); the path names the whole file.
+LOG_LINES = 40
+#: Comparison rows shown without --all.
+COMPARE_ROWS = 50
+
+_TONE_STYLE = {
+    "good": "bold green",
+    "partial": "bold yellow",
+    "bad": "bold red",
+    "unscored": "bold",
+    "error": "bold magenta",
+}
+_STATE_TONE = {
+    "solved": "good",
+    "partial": "partial",
+    "failed": "bad",
+    "unscored": "unscored",
+    "error": "error",
+    "not run": "unscored",
+}
+_DIFF_STYLE = {
+    "file": "bold",
+    "meta": "dim",
+    "hunk": "cyan",
+    "add": "green",
+    "del": "red",
+    "context": "",
+    "note": "yellow italic",
+}
+
+
+def _console() -> Console:
+    from rich.console import Console
+
+    return Console(highlight=False, width=None if is_tty() else 120)
+
+
+def _text(value: object, style: str = "") -> Text:
+    from rich.text import Text
+
+    return Text(printable(str(value)), style=style)
+
+
+def print_run(view: RunView) -> None:
+    """The summary (as ``ksi report`` prints it), the components, generations, what next."""
+    print_summary(view.summary, rich_output=is_tty())
+    console = _console()
+    parts = ", ".join(f"{k} {v}" for k, v in view.components.items())
+    console.print(_text(f"components: {parts}"))
+    if view.show_generations:
+        from rich.table import Table
+
+        table = Table(title="Per generation", box=None)
+        for col in ("generation", "attempted", "solved", "solve rate", "cumulative", "new"):
+            table.add_column(col, justify="right")
+        for g in view.generations:
+            table.add_row(
+                str(g.generation),
+                str(g.tasks_attempted),
+                str(g.solved),
+                f"{g.solve_rate:.1%}",
+                f"{g.cumulative_solved}/{view.summary.n_tasks}",
+                str(len(g.newly_solved_ids)),
+            )
+        console.print(table)
+    console.print(
+        _text(f"next: ksi show {view.root} TASK (a task's attempts), ksi view {view.root} (HTML)"),
+        style="dim",
+        soft_wrap=True,
+    )
+
+
+def print_task(view: RunView, task: TaskView) -> None:
+    """A task: its state, its prompt's start, and one line per attempt with why it ended so."""
+    from rich.table import Table
+
+    console = _console()
+    s = task.summary
+    console.print(
+        _text(f"task {task.task_id}:", "bold"),
+        _text(task.state, _TONE_STYLE[_STATE_TONE[task.state]]),
+        _text(f"  best {fmt.score(s.best_score)}, {s.attempts} attempt(s), {s.errors} error(s)"),
+    )
+    if task.prompt.exists:
+        lines = task.prompt.text.splitlines()
+        console.print(_text("prompt:", "bold"))
+        for line in lines[:8]:
+            console.print(_text("  " + line), soft_wrap=True)
+        if len(lines) > 8:
+            console.print(_text(f"  ... ({len(lines) - 8} more lines)"), style="dim")
+    table = Table(box=None)
+    for col in ("attempt", "result", "why", "time", "cost", "changed"):
+        table.add_column(col, overflow="fold")
+    for a in task.attempts:
+        rec = a.record
+        changed = (
+            f"+{sum(f.added for f in a.files_changed)} -{sum(f.removed for f in a.files_changed)}"
+            f" in {len(a.files_changed)} file(s)"
+            if a.files_changed
+            else "nothing"
+        )
+        table.add_row(
+            _text(a.label),
+            _text(a.verdict.label, _TONE_STYLE[a.verdict.tone]),
+            _text(a.verdict.reasons[0] if a.verdict.reasons else ""),
+            fmt.secs(rec.timings.total),
+            fmt.money(rec.usage.cost_usd),
+            changed,
+        )
+    console.print(table)
+    if not task.attempts:
+        console.print("no attempt of this task finished")
+    else:
+        console.print(
+            _text(f"next: ksi show {view.root} {task.task_id} N (attempt N in full)"),
+            style="dim",
+            soft_wrap=True,
+        )
+
+
+def _log(console: Console, title: str, excerpt: Excerpt, root: Path, path: str | None) -> None:
+    """The end of a log (at most :data:`LOG_LINES` lines), with the whole file's path."""
+    where = f" ({root / path})" if path else ""
+    if not excerpt.exists:
+        console.print(_text(f"{title}: no file", "bold"))
+        return
+    if excerpt.size == 0:
+        console.print(_text(f"{title}: empty{where}", "bold"))
+        return
+    lines = excerpt.text.splitlines()
+    hidden = len(lines) - LOG_LINES
+    console.print(_text(f"{title}{where}:", "bold"))
+    if hidden > 0 or excerpt.cut:
+        console.print(
+            _text(f"  ... earlier output not shown: the whole file has {excerpt.size:,} bytes"),
+            style="yellow",
+        )
+    for line in lines[-LOG_LINES:]:
+        console.print(_text("  " + line), soft_wrap=True)
+
+
+def print_attempt(view: RunView, task: TaskView, attempt: AttemptView) -> None:
+    """One attempt in full: status and why, facts, final message, diff, eval output, logs."""
+    console = _console()
+    rec = attempt.record
+    v = attempt.verdict
+    console.print(
+        _text(f"task {task.task_id}, attempt {attempt.label}:", "bold"),
+        _text(v.label, _TONE_STYLE[v.tone]),
+    )
+    for reason in v.reasons:
+        console.print(_text("  - " + reason), soft_wrap=True)
+    ev = rec.eval
+    for label, value in attempt.facts:
+        console.print(_text(f"{label}: {value}"), soft_wrap=True)
+    where = view.root / rec.attempt_dir if rec.attempt_dir else None
+    console.print(_text(f"files: {where or 'none'}"))
+    if rec.final_message:
+        console.print(_text("final message:", "bold"))
+        for line in printable(rec.final_message, multiline=True).splitlines()[-LOG_LINES:]:
+            console.print(_text("  " + line), soft_wrap=True)
+    if attempt.prompt is not None:
+        _log(console, "own prompt", attempt.prompt, view.root, attempt.link("prompt.md"))
+    console.print(_text("diff against the starting files:", "bold"))
+    if not attempt.diff.exists or attempt.diff.size == 0:
+        console.print("  (no changes)" if attempt.diff.exists else "  (no diff.patch)")
+    else:
+        for diff_line in attempt.diff_lines:
+            console.print(_text(diff_line.text, _DIFF_STYLE[diff_line.kind]), soft_wrap=True)
+        if attempt.diff.cut:
+            console.print(
+                _text(f"  ... cut: {attempt.diff.omitted:,} more bytes in diff.patch"),
+                style="yellow",
+            )
+    logs = [
+        ("agent stdout (end)", attempt.agent_stdout, "agent.stdout.log"),
+        ("agent stderr (end)", attempt.agent_stderr, "agent.stderr.log"),
+    ]
+    if ev is not None:
+        logs[:0] = [
+            ("eval stdout (end)", attempt.eval_stdout, "eval/eval.stdout.log"),
+            ("eval stderr (end)", attempt.eval_stderr, "eval/eval.stderr.log"),
+        ]
+    for title, excerpt, name in logs:
+        _log(console, title, excerpt, view.root, attempt.link(name))
+    skipped = sum(rec.skipped_counts.values()) or len(rec.skipped_files)
+    if skipped:
+        console.print(_text(f"capture skipped or restored {skipped} path(s):", "bold"))
+        for f in rec.skipped_files[:LOG_LINES]:
+            console.print(_text(f"  {f.path}: {f.reason}"), soft_wrap=True)
+        if skipped > LOG_LINES:
+            console.print(_text(f"  ... {skipped - LOG_LINES} more (record.json)"), style="dim")
+    for earlier, ev_verdict in attempt.earlier:
+        why = "; ".join(ev_verdict.reasons[:2])
+        console.print(
+            _text(f"earlier try {earlier.try_number}: {ev_verdict.label}: {why}"), soft_wrap=True
+        )
+
+
+def print_comparison(comparison: Comparison, *, show_all: bool) -> None:
+    """Per-run totals, what differs in the configs, then one row per task (flipped first)."""
+    from rich.table import Table
+
+    console = _console()
+    for col in comparison.runs:
+        console.print(
+            _text(
+                f"{col.label}: solved {col.solved_tasks}/{col.n_tasks} ({col.solve_rate:.1%}), "
+                f"mean best {fmt.score(col.mean_best_score)}, cost {fmt.money(col.total_cost_usd)}"
+                f"  ({col.run_dir})"
+            ),
+            soft_wrap=True,
+        )
+    for key, values in comparison.differences.items():
+        shown = " | ".join(f"{c.label}: {v}" for c, v in zip(comparison.runs, values, strict=True))
+        console.print(_text(f"differs: {key}: {shown}"), soft_wrap=True)
+    first, last = comparison.runs[0].label, comparison.runs[-1].label
+    console.print(
+        _text(
+            f"flipped: {len(comparison.gained)} gained (solved in {last}, not in {first}), "
+            f"{len(comparison.lost)} lost"
+        ),
+        style="bold",
+    )
+    table = Table(box=None)
+    table.add_column("task", overflow="fold")
+    for col in comparison.runs:
+        table.add_column(_text(col.label), justify="right", overflow="fold")
+    table.add_column("change", justify="right")
+    table.add_column("what happened")
+    rows = comparison.tasks if show_all else comparison.tasks[:COMPARE_ROWS]
+    styles = {"gained": "green", "lost": "red", "better": "green", "worse": "red"}
+    for t in rows:
+        cells = [
+            "not in run" if solved is None else fmt.score(score) + (" ok" if solved else "")
+            for score, solved in zip(t.scores, t.solved, strict=True)
+        ]
+        table.add_row(
+            _text(t.task_id),
+            *cells,
+            "-" if t.change is None else f"{t.change:+.2f}",
+            _text(t.direction, styles.get(t.direction, "")),
+        )
+    console.print(table)
+    hidden = len(comparison.tasks) - len(rows)
+    if hidden:
+        console.print(f"... {hidden} more tasks (--all lists every one, --json too)", style="dim")

@@ -1,0 +1,290 @@
+"""``ksi view`` reports in a real headless Chromium (Debian's ``chromium``, driven by Playwright).
+
+Each page is opened from ``file://`` as a user would open it, with every
+console error, page error and network request recorded: a report must load
+with none (a script the page's Content-Security-Policy refused would show up
+here as a console error). Screenshots go to ``test-artifacts/view/`` (git
+ignores it; CI keeps it as an artifact).
+
+Needs ``playwright`` (pip) and a Chromium binary (``chromium`` on PATH, or
+``KSI_CHROMIUM``); Playwright's own browser downloads are never used. Without
+them the tests skip, unless ``KSI_REQUIRE_BROWSER=1`` (set by ``.ci/run``),
+which turns the skip into a failure.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.run_helpers import ROOT, ksi
+from tests.view_runs import EVIL_ID, make_mixed_run, record, write_run
+
+ARTIFACTS = ROOT / "test-artifacts" / "view"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+def _missing() -> str | None:
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        return "playwright is not installed (pip install playwright; .ci/setup-browser.sh)"
+    if not _chromium():
+        return "no Chromium binary (apt-get install chromium, or set KSI_CHROMIUM)"
+    return None
+
+
+def _chromium() -> str | None:
+    return os.environ.get("KSI_CHROMIUM") or shutil.which("chromium")
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    why = _missing()
+    if why:
+        if os.environ.get("KSI_REQUIRE_BROWSER") == "1":
+            pytest.fail(f"KSI_REQUIRE_BROWSER=1 but {why}")
+        pytest.skip(why)
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        instance = pw.chromium.launch(executable_path=_chromium(), args=CHROMIUM_ARGS)
+        try:
+            yield instance
+        finally:
+            instance.close()
+
+
+class Opened:
+    """A page opened from a file, with what went wrong on it recorded."""
+
+    def __init__(self, browser: Any, html: Path) -> None:
+        self.page = browser.new_page(viewport={"width": 1280, "height": 900})
+        self.problems: list[str] = []
+        self.requests: list[str] = []
+        self.page.on(
+            "console",
+            lambda m: (
+                self.problems.append(f"console {m.type}: {m.text}")
+                if m.type in ("error", "warning")
+                else None
+            ),
+        )
+        self.page.on("pageerror", lambda e: self.problems.append(f"page error: {e}"))
+        self.page.on("request", lambda r: self.requests.append(r.url))
+        self.page.goto(html.resolve().as_uri())
+
+    def check_clean(self) -> None:
+        assert self.problems == []
+        outside = [u for u in self.requests if not u.startswith(("file:", "data:", "about:"))]
+        assert outside == [], "the page must make no network request"
+
+    def shot(self, name: str) -> None:
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        self.page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+
+    def close(self) -> None:
+        self.page.close()
+
+
+def _view(*runs: Path, out: Path) -> Path:
+    result = ksi("view", *map(str, runs), "-o", str(out))
+    assert result.returncode == 0, result.stderr
+    return out
+
+
+@pytest.fixture(scope="module")
+def mixed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    tmp = tmp_path_factory.mktemp("browser-runs")
+    return make_mixed_run(tmp, "a", "A"), make_mixed_run(tmp, "b", "B")
+
+
+def _visible_task_ids(page: Any, table: str) -> list[str]:
+    ids: list[str] = page.eval_on_selector_all(
+        f"#{table} tbody tr:not([hidden]) td:first-child", "cells => cells.map(c => c.innerText)"
+    )
+    return ids
+
+
+def test_the_example_run_report_loads_sorts_filters_and_opens_an_attempt(
+    browser: Any, tmp_path: Path
+) -> None:
+    run = tmp_path / "demo"
+    result = ksi(
+        "run", str(ROOT / "examples" / "tasks.jsonl"), "--agent", "oracle", "--run-dir", str(run)
+    )
+    assert result.returncode == 0, result.stderr
+    opened = Opened(browser, _view(run, out=tmp_path / "demo.html"))
+    page = opened.page
+    try:
+        assert page.inner_text("[data-testid=solved]") == "4 / 4"
+        order = ["slugify", "median-bug", "wordfreq-normalize", "roman-numerals"]
+        assert _visible_task_ids(page, "r0-table") == order
+        page.click("#r0-table th:has-text('task')")
+        assert _visible_task_ids(page, "r0-table") == sorted(order)
+        page.click("#r0-table th:has-text('task')")
+        assert _visible_task_ids(page, "r0-table") == sorted(order, reverse=True)
+
+        page.fill(".text-filter[data-table=r0-table]", "ROMAN")
+        assert _visible_task_ids(page, "r0-table") == ["roman-numerals"]
+        assert page.inner_text("#r0-table-count") == "1 of 4 tasks"
+        page.fill(".text-filter[data-table=r0-table]", "")
+        page.select_option(".state-filter[data-table=r0-table]", "failed")
+        assert _visible_task_ids(page, "r0-table") == []
+        page.select_option(".state-filter[data-table=r0-table]", "")
+
+        # A task link opens its details; the attempt's diff and eval output are a click away.
+        page.click("#r0-table a:has-text('median-bug')")
+        task = page.locator("details.task", has_text="median-bug")
+        assert task.get_attribute("open") is not None
+        assert page.locator("details.task[open]").count() == 1
+        attempt = task.locator("details.attempt").first
+        attempt.locator("summary").first.click()
+        diff = attempt.locator("pre.diff")
+        assert diff.is_visible()
+        assert "+    return (ordered[mid - 1] + ordered[mid]) / 2" in diff.inner_text()
+        assert attempt.locator(".d-add").first.evaluate(
+            "e => getComputedStyle(e).backgroundColor"
+        ) not in ("rgba(0, 0, 0, 0)", "transparent"), "added lines are highlighted"
+        attempt.locator("details.eval > summary").click()
+        assert "Ran 6 tests" in attempt.locator("details.eval").inner_text()
+        opened.shot("example-run")
+        opened.check_clean()
+    finally:
+        opened.close()
+
+
+def test_status_filter_and_the_full_log_link(browser: Any, mixed: tuple[Path, Path]) -> None:
+    a, _ = mixed
+    opened = Opened(browser, _view(a, out=a / "report.html"))
+    page = opened.page
+    try:
+        page.select_option(".state-filter[data-table=r0-table]", "failed")
+        assert _visible_task_ids(page, "r0-table") == ["broken", EVIL_ID]
+        page.select_option(".state-filter[data-table=r0-table]", "unscored")
+        assert _visible_task_ids(page, "r0-table") == ["slow"]
+        page.select_option(".state-filter[data-table=r0-table]", "")
+        page.click("#r0-table th:has-text('best score')")
+        ids = _visible_task_ids(page, "r0-table")
+        assert ids[0] == "slow" and ids[-1] == "fixed"  # no score sorts below 0.00
+
+        page.click("#r0-table a:has-text('broken')")
+        attempt = page.locator("details.task[open] details.attempt").first
+        attempt.locator("summary").first.click()
+        logs = attempt.locator("details.agent-out")
+        logs.locator("summary").click()
+        assert "LAST LINE OF THE AGENT LOG" in logs.inner_text()
+        assert "Cut: showing the last" in logs.inner_text()
+        opened.shot("mixed-run-broken-attempt")
+        opened.check_clean()
+        with page.expect_navigation():
+            logs.locator("a:has-text('the whole file')").first.click()
+        assert page.url.endswith("/attempts/broken/1/agent.stdout.log")
+        assert "thinking step 00000" in page.inner_text("body")
+    finally:
+        opened.close()
+
+
+def test_a_hostile_attempt_shows_its_text_and_runs_no_script(
+    browser: Any, mixed: tuple[Path, Path]
+) -> None:
+    a, _ = mixed
+    opened = Opened(browser, _view(a, out=a / "report.html"))
+    page = opened.page
+    try:
+        page.click("#r0-table a.task-link >> nth=4")
+        task = page.locator("details.task[open]")
+        assert task.count() == 1
+        assert EVIL_ID in task.locator("summary").first.inner_text()
+        page.evaluate("document.querySelectorAll('#r0-t4 details').forEach(d => d.open = true)")
+        text = task.inner_text()
+        assert "<script>window.__pwned = 1</script>" in text
+        assert '</pre><img src=x onerror="window.__pwned = 2">' in text
+        assert "+<script>window.__pwned = 3</script>" in text
+        assert "</pre><script>window.__pwned = 4</script>" in text
+        assert "\\x1b[31mRED\\x1b[0m" in text and "\\x1b[2Jcleared" in text
+        assert "test_guard.py" in text and "test-named file edited by the agent" in text
+        assert page.evaluate("typeof window.__pwned") == "undefined"
+        assert task.locator("img, script").count() == 0
+        assert page.locator("script").count() == 1
+        opened.shot("hostile-attempt")
+        opened.check_clean()
+    finally:
+        opened.close()
+
+
+def test_a_two_run_comparison_lists_flips_first_and_sorts(
+    browser: Any, mixed: tuple[Path, Path], tmp_path: Path
+) -> None:
+    a, b = mixed
+    opened = Opened(browser, _view(a, b, out=tmp_path / "compare.html"))
+    page = opened.page
+    try:
+        assert "1 gained" in page.inner_text("[data-testid=flips]")
+        assert _visible_task_ids(page, "cmp-table")[:2] == ["fixed", "broken"]
+        page.select_option(".state-filter[data-table=cmp-table]", "gained")
+        assert _visible_task_ids(page, "cmp-table") == ["broken"]
+        page.select_option(".state-filter[data-table=cmp-table]", "")
+        page.click("#cmp-table th:has-text('change')")
+        assert _visible_task_ids(page, "cmp-table")[0] == "fixed"  # -1.00 first, ascending
+        page.click("#cmp-table th:has-text('change')")
+        assert _visible_task_ids(page, "cmp-table")[0] == "broken"
+        # Each run keeps its own full section (and table) below the comparison; a score opens
+        # that run's task.
+        assert page.locator("#r0-table").count() == 1 and page.locator("#r1-table").count() == 1
+        page.click("#cmp-table tr[data-id=broken] td:nth-child(3) a")
+        opened_task = page.locator("#r1-tasks details.task[open]")
+        assert opened_task.count() == 1
+        assert "broken" in opened_task.locator("summary").first.inner_text()
+        opened.shot("comparison")
+        opened.check_clean()
+    finally:
+        opened.close()
+
+
+def test_the_generations_chart_is_drawn_from_the_records(browser: Any, tmp_path: Path) -> None:
+    records = [
+        record("a", 1, 1.0, generation=1),
+        record("b", 1, 0.0, generation=1),
+        record("c", 1, 0.0, generation=1),
+        record("b", 2, 1.0, generation=2),
+        record("c", 2, 0.0, generation=2),
+        record("c", 3, 1.0, generation=3),
+    ]
+    run = write_run(tmp_path / "gens", ["a", "b", "c"], records, config={"generations": 3})
+    notes = run / "knowledge" / "1" / "KNOWLEDGE.md"
+    notes.parent.mkdir(parents=True)
+    notes.write_text("# Notes of generation 1\n\n- b: the eval wants 42, not 41\n")
+    opened = Opened(browser, _view(run, out=tmp_path / "gens.html"))
+    page = opened.page
+    try:
+        chart = page.locator("#r0-generations svg")
+        assert chart.is_visible()
+        assert chart.locator("path.line").count() == 2
+        assert chart.locator("circle").count() == 6
+        titles = chart.locator("circle title").all_text_contents()
+        assert "cumulative solved (of all tasks), generation 3: 100%" in titles
+        assert "solve rate (of tasks attempted), generation 2: 50%" in titles
+        rows = page.locator("[data-testid=generations] tbody tr").all_inner_texts()
+        assert [r.split("\t")[0] for r in rows] == ["1", "2", "3"]
+        assert rows[1].split("\t")[-2].strip() == "b"  # newly solved in generation 2
+        opened.shot("generations")
+        opened.check_clean()
+        with page.expect_navigation():
+            page.click("[data-testid=generations] a:has-text('KNOWLEDGE.md')")
+        assert "the eval wants 42, not 41" in page.inner_text("body")
+    finally:
+        opened.close()

@@ -1,0 +1,162 @@
+"""Run directories for the view tests: real runs of a scripted agent, and hand-written journals.
+
+:func:`make_mixed_run` runs the real ``ksi run`` with the ``command`` agent on
+tasks chosen so every kind of outcome is present: solved, partial credit,
+failed (with a long log), unscored (eval timeout), a tampered test file, and a
+task whose id, output, diff and eval output are hostile HTML and terminal
+escapes. Variant ``B`` fixes the failed task and breaks the solved one, so two
+runs compare with one task gained and one lost.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ksi.models import EvalResult
+from ksi.runner.journal import Journal
+from ksi.runner.layout import RunLayout
+from ksi.runner.models import AttemptRecord
+from ksi.runner.run_state import RunState, Session, save_run_state
+from tests.run_helpers import ksi, write_tasks
+
+EVIL_ID = "evil<script>alert(1)</script>"
+
+AGENT = r"""
+import os, pathlib, sys
+task = os.environ["KSI_TASK_ID"]
+repo = pathlib.Path(os.environ["KSI_REPO"])
+variant = sys.argv[1]
+if task == "fixed":
+    body = "a + b" if variant == "A" else "a - b"
+    (repo / "calc.py").write_text(f"def add(a, b):\n    return {body}\n")
+    print("wrote calc.py")
+elif task == "partial":
+    (repo / "half.txt").write_text("half done\n")
+elif task == "broken":
+    for i in range(4000):
+        print(f"thinking step {i:05d} " + "." * 60)
+    print("LAST LINE OF THE AGENT LOG")
+    (repo / "answer.txt").write_text("42\n" if variant == "B" else "41\n")
+elif task == "slow":
+    print("nothing to do")
+elif task.startswith("evil"):
+    print("<script>window.__pwned = 1</script>")
+    print("\x1b[31mRED\x1b[0m and a title escape \x1b]0;owned\x07 end")
+    sys.stderr.write('</pre><img src=x onerror="window.__pwned = 2">\n')
+    (repo / "page.html").write_text("<script>window.__pwned = 3</script>\n")
+    (repo / "test_guard.py").write_text("assert True  # the agent weakened this test\n")
+"""
+
+TASKS: list[dict[str, Any]] = [
+    {
+        "task_id": "fixed",
+        "prompt": "Make add() in calc.py add.",
+        "files": {"calc.py": "def add(a, b):\n    return 0\n"},
+        "eval": {"command": "python3 -c 'from calc import add; assert add(2, 3) == 5'"},
+    },
+    {
+        "task_id": "partial",
+        "prompt": "Do half of the work.",
+        "eval": {
+            "command": 'python3 -c "import json; '
+            "json.dump({'score': 0.5}, open('score.json', 'w'))\""
+        },
+    },
+    {
+        "task_id": "broken",
+        "prompt": "Write the answer to answer.txt.",
+        "eval": {
+            "command": "python3 -c \"import sys; got = open('answer.txt').read().strip(); "
+            "print('FAIL: expected 42, got', got); sys.exit(got != '42')\""
+        },
+    },
+    {
+        "task_id": "slow",
+        "prompt": "Nothing; the eval is too slow.",
+        "eval": {"command": "sleep 10", "timeout_sec": 1},
+    },
+    {
+        "task_id": EVIL_ID,
+        "prompt": "Print <b>hostile</b> things. \u202eTXT.EXE",
+        "files": {"test_guard.py": "assert 1 + 1 == 2\n"},
+        "eval": {
+            "command": 'sh -c \'echo "</pre><script>window.__pwned = 4</script>"; '
+            'printf "\\033[2Jcleared\\n"; exit 1\''
+        },
+    },
+]
+
+
+def make_mixed_run(tmp: Path, name: str, variant: str = "A") -> Path:
+    """A real run directory of :data:`TASKS` with the scripted agent (variant A or B)."""
+    agent = tmp / "agent.py"
+    agent.write_text(AGENT)
+    tasks = write_tasks(tmp / "tasks.jsonl", TASKS)
+    run_dir = tmp / name
+    result = ksi(
+        "run",
+        str(tasks),
+        "--agent",
+        "command",
+        "--agent-option",
+        f"cmd=python3 {agent} {variant}",
+        "--run-dir",
+        str(run_dir),
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    return run_dir
+
+
+def record(
+    task_id: str, attempt: int, score: float | None, *, generation: int = 1, **fields: Any
+) -> AttemptRecord:
+    """A journal record of a finished attempt (scored when ``score`` is a number)."""
+    ev = (
+        EvalResult("scored", score, exit_code=0 if score == 1.0 else 1)
+        if score is not None
+        else EvalResult("timeout", None, details={"timeout_sec": 5})
+    )
+    return AttemptRecord(
+        task_id=task_id,
+        attempt=attempt,
+        status="scored" if score is not None else "unscored",
+        score=score,
+        agent="command",
+        evaluator="command",
+        environment="local",
+        eval=ev,
+        attempt_dir=f"attempts/{task_id}/{attempt}",
+        generation=generation,
+        **fields,
+    )
+
+
+def write_run(
+    root: Path,
+    task_ids: list[str],
+    records: list[AttemptRecord],
+    *,
+    config: dict[str, Any] | None = None,
+) -> Path:
+    """A run directory holding exactly ``records`` (run.json and journal, no attempt files)."""
+    layout = RunLayout(root)
+    root.mkdir(parents=True)
+    save_run_state(
+        layout,
+        RunState(
+            run_id=root.name,
+            config={"agent": "command", "attempts": 1, "solved_threshold": 1.0, **(config or {})},
+            task_ids=task_ids,
+            sessions=(Session("2026-01-01T00:00:00+00:00", "2026-01-01T00:01:00+00:00"),),
+            run_complete=True,
+        ),
+    )
+    journal = Journal(layout.journal)
+    try:
+        for rec in records:
+            journal.append(rec)
+    finally:
+        journal.close()
+    return root
