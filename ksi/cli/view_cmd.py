@@ -22,7 +22,9 @@ def _default_output(runs: list[Path]) -> Path:
 
 
 def view_command(
-    runs: Annotated[list[Path], typer.Argument(help="One or more run directories.")],
+    runs: Annotated[
+        list[Path], typer.Argument(metavar="RUNS...", help="One or more run directories.")
+    ],
     output: Annotated[
         Path | None,
         typer.Option(
@@ -66,9 +68,13 @@ def view_command(
 
 
 def show_command(
-    run: Annotated[Path, typer.Argument(help="A run directory.")],
-    task: Annotated[str | None, typer.Argument(help="A task id: its attempts.")] = None,
-    attempt: Annotated[int | None, typer.Argument(help="An attempt number: all of it.")] = None,
+    run: Annotated[Path, typer.Argument(metavar="RUN", help="A run directory.")],
+    task: Annotated[
+        str | None, typer.Argument(metavar="TASK", help="A task id: its attempts.")
+    ] = None,
+    attempt: Annotated[
+        int | None, typer.Argument(metavar="ATTEMPT", help="An attempt number: all of it.")
+    ] = None,
     solved_threshold: ThresholdOption = None,
 ) -> None:
     """Show a run, one of its tasks, or one attempt (status and why, diff, eval output, logs).
@@ -98,7 +104,10 @@ def show_command(
 
 def compare_command(
     runs: Annotated[
-        list[Path], typer.Argument(help="Two or more run directories; the first is the baseline.")
+        list[Path],
+        typer.Argument(
+            metavar="RUNS...", help="Two or more run directories; the first is the baseline."
+        ),
     ],
     as_json: Annotated[bool, typer.Option("--json", help="Print the comparison as JSON.")] = False,
     show_all: Annotated[
