@@ -15,7 +15,7 @@ from ksi.interfaces import Usage
 def test_success_invocation_and_usage(tmp_path: Path) -> None:
     run = run_agent(make(GeminiCliAgent), tmp_path, model="gemini-2.5-pro", prompt="Fix it")
     argv = run.record["argv"]
-    assert argv[:3] == ["--output-format", "json", "--yolo"]
+    assert argv[:4] == ["--output-format", "json", "--skip-trust", "--yolo"]
     assert argv[argv.index("--model") + 1] == "gemini-2.5-pro"
     assert run.record["prompt_arg"] == "Fix it"
     assert run.outcome.status == "completed"

@@ -103,6 +103,25 @@ def extra_args_field() -> Any:
     return attrs.field(default="", validator=[attrs.validators.instance_of(str), _check_extra_args])
 
 
+def _check_base_url(_inst: object, attribute: attrs.Attribute[str], value: str) -> None:
+    if not isinstance(value, str):
+        raise TypeError(f"{attribute.name} must be a string")
+    if value and not value.startswith(("http://", "https://")):
+        raise ValueError(
+            f"{attribute.name} {value!r} is not an http(s) URL; "
+            "give the provider endpoint, e.g. base_url=http://127.0.0.1:4000"
+        )
+
+
+def base_url_field() -> Any:
+    """The ``base_url`` option: the provider endpoint (a gateway, proxy or local model server).
+
+    Each agent maps it to its CLI's own mechanism (a variable, a ``-c``
+    override, a settings file); empty means the CLI's default endpoint.
+    """
+    return attrs.field(default="", validator=_check_base_url)
+
+
 def choice_field(default: str, choices: Sequence[str]) -> Any:
     """A string option restricted to ``choices`` (``""`` meaning "CLI default" when listed)."""
     return attrs.field(default=default, validator=attrs.validators.in_(tuple(choices)))
