@@ -59,7 +59,8 @@ while IFS=$'\t' read -r registry package version binary agent; do
             log "installing $package==$version (PyPI, venv $venv)"
             rm -rf "$venv"
             "$PYTHON" -m venv "$venv"
-            "$venv/bin/pip" install -q --disable-pip-version-check "$package==$version"
+            "$venv/bin/pip" install -q --disable-pip-version-check "$package==$version" 2>&1 \
+                | { grep -v "^WARNING: Location" || true; }
         fi
         link "$binary" "$venv/bin/$binary"
         ;;
@@ -68,8 +69,8 @@ while IFS=$'\t' read -r registry package version binary agent; do
         exit 1
         ;;
     esac
-    "$DIR/bin/$binary" --version >/dev/null 2>&1 \
-        || { echo "error: $DIR/bin/$binary --version failed after install" >&2; exit 1; }
+    [ -x "$DIR/bin/$binary" ] \
+        || { echo "error: $package installed no executable $binary" >&2; exit 1; }
 done < <(python3 ksi/agents/tested_versions.py)
 
 log "ready: $DIR/bin"

@@ -129,6 +129,14 @@ class ClaudeCodeAgent(CliAgent):
     disallowed_tools: str = ""
     #: ``--append-system-prompt``.
     append_system_prompt: str = ""
+    #: ``CLAUDE_CODE_MAX_RETRIES``: how often the CLI retries a failed API call (its
+    #: default, 10 with backoff, spends about 3 minutes on a bad key before it gives up).
+    max_retries: int | None = attrs.field(
+        default=None,
+        validator=attrs.validators.optional(
+            [attrs.validators.instance_of(int), attrs.validators.ge(0)]
+        ),
+    )
     #: The Anthropic API endpoint (a gateway, LiteLLM proxy, local server): ``ANTHROPIC_BASE_URL``.
     base_url: str = base_url_field()
     #: More flags, shell-quoted, appended verbatim.
@@ -163,6 +171,8 @@ class ClaudeCodeAgent(CliAgent):
             env["IS_SANDBOX"] = "1"  # else refused as root (see the module docstring)
         if self.base_url:
             env["ANTHROPIC_BASE_URL"] = self.base_url
+        if self.max_retries is not None:
+            env["CLAUDE_CODE_MAX_RETRIES"] = str(self.max_retries)
         return env
 
     def parse(self, ctx: AgentContext, result: ExecResult) -> Parsed:
@@ -172,10 +182,13 @@ class ClaudeCodeAgent(CliAgent):
         per_message: dict[str, dict[str, Any]] = {}
         streamed: set[str] = set()
         current = ""
+        retrying: int | None = None
         for event in json_lines(result.stdout_path):
             kind = event.get("type")
             if kind == "result":
                 final = event
+            elif kind == "system" and event.get("subtype") == "api_retry":
+                retrying = as_int(event.get("error_status")) or None
             elif kind == "stream_event":
                 current = _track_stream(as_dict(event.get("event")), current, per_message)
                 if current:
@@ -205,7 +218,7 @@ class ClaudeCodeAgent(CliAgent):
                     cache_read_tokens=total.cache_read_tokens + u.cache_read_tokens,
                     cache_write_tokens=total.cache_write_tokens + u.cache_write_tokens,
                 )
-            return Parsed(usage=total, final_message=last_text)
+            return Parsed(usage=total, final_message=last_text, retrying_status=retrying)
         turns = final.get("num_turns")
         usage = _usage(
             final.get("usage"),

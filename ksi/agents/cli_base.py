@@ -51,6 +51,15 @@ AWS_BEDROCK_ENV = (
     "AWS_BEARER_TOKEN_BEDROCK",
 )
 
+#: HTTP statuses a CLI may retry until KSI's timeout, and what such an attempt is.
+_RETRIED_STATUS = {
+    401: "auth_error",
+    403: "auth_error",
+    429: "rate_limited",
+    503: "rate_limited",
+    529: "rate_limited",
+}
+
 #: How much of each log the outcome reads for error text.
 _TAIL_BYTES = 16_384
 #: Largest stdout a parser reads whole (JSON outputs); bigger logs are read
@@ -71,6 +80,10 @@ class Parsed:
     status: str | None = None
     #: True when the output says the run succeeded (overrides a stray error line).
     succeeded: bool = False
+    #: The HTTP status of the last failed API call the CLI was retrying, when its
+    #: output shows one: a run cut off by KSI's timeout while the CLI retried a 401
+    #: or a 429 failed for that reason, not for being slow.
+    retrying_status: int | None = None
 
 
 @attrs.frozen
@@ -345,12 +358,11 @@ class CliAgent:
             parsed = Parsed(error=f"KSI could not parse {self.name} output: {exc}")
         stderr_tail = read_tail(result.stderr_path, _TAIL_BYTES) if result.stderr_path else ""
         if result.timed_out:
-            return AgentOutcome(
-                "timeout",
-                parsed.usage,
-                parsed.final_message,
-                f"{self.name} timed out after {result.duration_sec:.0f}s",
-            )
+            error = f"{self.name} timed out after {result.duration_sec:.0f}s"
+            why = _RETRIED_STATUS.get(parsed.retrying_status or 0)
+            if why is not None:
+                error += f" while retrying HTTP {parsed.retrying_status} ({why})"
+            return AgentOutcome(why or "timeout", parsed.usage, parsed.final_message, error)
         failed = result.exit_code != 0 or bool(parsed.error) or parsed.status is not None
         if parsed.succeeded and result.exit_code == 0 and parsed.status is None:
             failed = False

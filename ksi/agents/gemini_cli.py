@@ -48,7 +48,7 @@ from ksi.agents.cli_base import (
     read_text,
 )
 from ksi.hookspecs import hookimpl
-from ksi.interfaces import AgentContext, AgentOutcome, ExecResult, Usage
+from ksi.interfaces import AgentContext, ExecResult, Usage
 from ksi.proc import read_tail
 
 APPROVAL_MODES = ("yolo", "auto_edit", "default")
@@ -127,34 +127,6 @@ class GeminiCliAgent(CliAgent):
         home = ctx.workspace_path.rstrip("/") + "/.ksi/" + _HOME_SUBDIR
         return {"GOOGLE_GEMINI_BASE_URL": self.base_url, "GEMINI_CLI_HOME": home}
 
-    def outcome(self, ctx: AgentContext, result: ExecResult | None) -> AgentOutcome:
-        outcome = super().outcome(ctx, result)
-        if outcome.status == "timeout" and result is not None and result.stderr_path:
-            retrying = _RETRY_LINE.findall(read_tail(result.stderr_path, 16_384))
-            if retrying and retrying[-1] == "429":
-                return attrs.evolve(
-                    outcome,
-                    status="rate_limited",
-                    error=f"{outcome.error}: the CLI was still retrying HTTP 429 (rate limited)",
-                )
-        return outcome
-
-    def command(self, ctx: AgentContext) -> tuple[list[str], str | None]:
-        approval = (
-            ["--yolo"] if self.approval_mode == "yolo" else ["--approval-mode", self.approval_mode]
-        )
-        argv = [
-            self.binary,
-            "--output-format",
-            "json",
-            "--skip-trust",
-            *approval,
-            *self.model_flag(ctx, "--model"),
-        ]
-        if self.fits_argv(ctx.prompt):
-            return [*argv, "--prompt", ctx.prompt], None
-        return [*argv, "--prompt", _LONG_PROMPT_NOTE], ctx.prompt
-
     def parse(self, ctx: AgentContext, result: ExecResult) -> Parsed:
         obj = _last_json_object(read_text(result.stdout_path))
         if obj is None or "error" not in obj:
@@ -196,12 +168,16 @@ class GeminiCliAgent(CliAgent):
             error = str(err)
         if status == "budget_exceeded" and not error:
             error = "Gemini CLI stopped: turn limit exceeded (exit code 53)"
+        retried = (
+            _RETRY_LINE.findall(read_tail(result.stderr_path, 16_384)) if result.stderr_path else []
+        )
         return Parsed(
             usage=usage,
             final_message=message,
             error=error,
             status=status,
             succeeded=not error and result.exit_code == 0,
+            retrying_status=int(retried[-1]) if retried else None,
         )
 
 

@@ -75,4 +75,7 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    # Through the package, so the pickled log names mockmodel.launch.LaunchLog, not __main__'s.
+    from mockmodel.launch import main as package_main
+
+    sys.exit(package_main(sys.argv[1:]))

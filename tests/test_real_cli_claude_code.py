@@ -1,0 +1,175 @@
+"""Claude Code, the real CLI, through ``ksi run`` against the mock Anthropic API.
+
+Each test runs ``ksi run`` and the mock in one loopback-only network namespace
+(see ``tests/real_agents.py``), with only ``ANTHROPIC_API_KEY`` set and
+``--agent-option base_url=...``, as the user running the tests (root in CI,
+where Claude Code needs the ``IS_SANDBOX=1`` KSI sets).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from mockmodel import RATE_LIMITED, UNAUTHORIZED, Answer, Hang, MockUsage, ToolCall
+from real_agents import HELLO_TASK, WRITE_HELLO, MockRun, ksi_run_with_mock
+
+pytestmark = pytest.mark.real_cli
+
+AGENT = "claude-code"
+KEY = {"ANTHROPIC_API_KEY": "sk-ant-mock-key"}
+MODEL = "claude-sonnet-4-5"
+
+
+def write_hello(usage: MockUsage) -> ToolCall:
+    return ToolCall("Bash", {"command": WRITE_HELLO, "description": "Create hello.txt"}, usage)
+
+
+def result_event(run: MockRun) -> dict[str, object]:
+    """The CLI's own final ``result`` line, from the attempt's stdout log."""
+    lines = run.attempt_file("agent.stdout.log").read_text().splitlines()
+    results = [json.loads(x) for x in lines if x.startswith('{"') and '"type":"result"' in x]
+    assert results, run.describe()
+    return results[-1]
+
+
+@pytest.mark.parametrize(
+    "environment",
+    [
+        "local",
+        pytest.param(
+            "sandbox",
+            marks=[
+                pytest.mark.sandbox,
+                pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap"),
+            ],
+        ),
+    ],
+)
+def test_solves_a_one_file_task_with_the_usage_the_mock_served(
+    tmp_path: Path, environment: str
+) -> None:
+    first, second = MockUsage(1200, 45, 3000, 400), MockUsage(1500, 30, 4200, 0)
+    run = ksi_run_with_mock(
+        tmp_path,
+        agent=AGENT,
+        env=KEY,
+        model=MODEL,
+        environment=environment,
+        script=[write_hello(first), Answer("Created hello.txt with hello.", second)],
+    )
+    assert run.proc.returncode == 0, run.describe()
+    rec = run.record
+    assert (rec["status"], rec["score"], rec["agent_status"]) == ("scored", 1.0, "completed"), (
+        run.describe()
+    )
+    usage = rec["usage"]
+    assert usage["input_tokens"] == 2700
+    assert usage["output_tokens"] == 75
+    assert usage["cache_read_tokens"] == 7200
+    assert usage["cache_write_tokens"] == 400
+    assert usage["turns"] == 2 == len(run.served)
+    # Claude Code prices the tokens itself; KSI reports the cost the CLI printed.
+    assert usage["cost_usd"] == result_event(run)["total_cost_usd"]
+    assert usage["cost_usd"] > 0
+    assert rec["final_message"] == "Created hello.txt with hello."
+    # The CLI used the key it was given, against the mock, for the model asked for.
+    assert {r.headers.get("x-api-key") for r in run.requests} == {"sk-ant-mock-key"}
+    assert {s.request.body["model"] for s in run.served} == {MODEL}
+
+
+def test_bad_key_is_an_auth_error_that_stops_the_run(tmp_path: Path) -> None:
+    # Two tasks, one at a time: the first attempt's 401 must keep the second from starting.
+    tasks = [HELLO_TASK, {**HELLO_TASK, "task_id": "hello-2"}]
+    run = ksi_run_with_mock(
+        tmp_path,
+        agent=AGENT,
+        env=KEY,
+        model=MODEL,
+        tasks=tasks,
+        agent_options=["max_retries=1"],
+        args=["--concurrency", "1"],
+        script=[],
+        then=UNAUTHORIZED,
+    )
+    assert run.proc.returncode == 3, run.describe()
+    recs = run.records
+    assert len(recs) == 1, run.describe()
+    assert (recs[0]["status"], recs[0]["agent_status"]) == ("agent_error", "auth_error")
+    assert "Invalid API key" in recs[0]["error"]
+    # The message names the agent, the variable to check and the CLI's own words.
+    assert "claude-code" in run.proc.stderr and "ANTHROPIC_API_KEY" in run.proc.stderr
+    assert "Invalid API key" in run.proc.stderr
+    assert "hello-2" in run.proc.stderr  # the task that was not started
+    assert len(run.served) == 2  # the first call and the one retry asked for
+
+
+def test_bad_key_without_fail_fast_runs_every_attempt(tmp_path: Path) -> None:
+    tasks = [HELLO_TASK, {**HELLO_TASK, "task_id": "hello-2"}]
+    run = ksi_run_with_mock(
+        tmp_path,
+        agent=AGENT,
+        env=KEY,
+        model=MODEL,
+        tasks=tasks,
+        agent_options=["max_retries=0"],
+        args=["--concurrency", "1", "--no-fail-fast"],
+        script=[],
+        then=UNAUTHORIZED,
+    )
+    assert run.proc.returncode == 3, run.describe()
+    assert sorted(r["agent_status"] for r in run.records) == ["auth_error", "auth_error"]
+
+
+def test_rate_limit_is_rate_limited(tmp_path: Path) -> None:
+    run = ksi_run_with_mock(
+        tmp_path,
+        agent=AGENT,
+        env=KEY,
+        model=MODEL,
+        agent_options=["max_retries=1"],
+        script=[],
+        then=RATE_LIMITED,
+    )
+    rec = run.record
+    assert (rec["status"], rec["agent_status"]) == ("agent_error", "rate_limited"), run.describe()
+    assert "429" in rec["error"]
+
+
+def test_turn_limit_is_budget_exceeded_with_the_usage_so_far(tmp_path: Path) -> None:
+    run = ksi_run_with_mock(
+        tmp_path,
+        agent=AGENT,
+        env=KEY,
+        model=MODEL,
+        agent_options=["max_turns=1"],
+        script=[write_hello(MockUsage(800, 25)), write_hello(MockUsage(900, 25))],
+    )
+    rec = run.record
+    assert rec["agent_status"] == "budget_exceeded", run.describe()
+    assert "turn limit" in rec["error"]
+    assert rec["usage"]["input_tokens"] == 800 and rec["usage"]["output_tokens"] == 25
+    assert rec["usage"]["cost_usd"] == result_event(run)["total_cost_usd"]
+    assert rec["status"] == "agent_error"
+
+
+def test_timeout_keeps_the_exact_usage_of_finished_calls(tmp_path: Path) -> None:
+    run = ksi_run_with_mock(
+        tmp_path,
+        agent=AGENT,
+        env=KEY,
+        model=MODEL,
+        args=["--timeout", "20"],
+        script=[write_hello(MockUsage(700, 55, 100, 10)), Hang()],
+    )
+    rec = run.record
+    assert rec["agent_status"] == "timeout", run.describe()
+    assert rec["agent_timed_out"] is True
+    usage = rec["usage"]
+    # The output count is the message's final one (55), not its start-of-message 1.
+    assert (usage["input_tokens"], usage["output_tokens"]) == (700, 55)
+    assert (usage["cache_read_tokens"], usage["cache_write_tokens"]) == (100, 10)
+    assert usage["turns"] == 1
+    assert usage["cost_usd"] is None
