@@ -102,6 +102,10 @@ class MockRun:
     def requests(self) -> tuple[Request, ...]:
         return self.log.requests
 
+    def served_requests(self) -> list[Request]:
+        """The requests that were model calls (not token counts or other side calls)."""
+        return [s.request for s in self.served]
+
     def served_usage(self) -> MockUsage:
         total = MockUsage()
         for s in self.served:

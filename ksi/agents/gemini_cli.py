@@ -127,6 +127,22 @@ class GeminiCliAgent(CliAgent):
         home = ctx.workspace_path.rstrip("/") + "/.ksi/" + _HOME_SUBDIR
         return {"GOOGLE_GEMINI_BASE_URL": self.base_url, "GEMINI_CLI_HOME": home}
 
+    def command(self, ctx: AgentContext) -> tuple[list[str], str | None]:
+        approval = (
+            ["--yolo"] if self.approval_mode == "yolo" else ["--approval-mode", self.approval_mode]
+        )
+        argv = [
+            self.binary,
+            "--output-format",
+            "json",
+            "--skip-trust",
+            *approval,
+            *self.model_flag(ctx, "--model"),
+        ]
+        if self.fits_argv(ctx.prompt):
+            return [*argv, "--prompt", ctx.prompt], None
+        return [*argv, "--prompt", _LONG_PROMPT_NOTE], ctx.prompt
+
     def parse(self, ctx: AgentContext, result: ExecResult) -> Parsed:
         obj = _last_json_object(read_text(result.stdout_path))
         if obj is None or "error" not in obj:
