@@ -113,6 +113,8 @@ class RunConfig:
     retries: int = 0
     solved_threshold: float = 1.0
     max_cost_usd: float | None = None
+    #: An attempt's ``auth_error`` stops the launching of new attempts (running ones finish).
+    fail_fast_auth: bool = True
     agent_env: list[str] = attrs.field(factory=list)
     #: Host variables the eval command gets besides the scrubbed environment.
     eval_env: list[str] = attrs.field(factory=list)
