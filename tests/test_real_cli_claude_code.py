@@ -9,12 +9,17 @@ where Claude Code needs the ``IS_SANDBOX=1`` KSI sets).
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from mockmodel import RATE_LIMITED, UNAUTHORIZED, Answer, Hang, MockUsage, ToolCall
-from real_agents import HELLO_TASK, WRITE_HELLO, MockRun, ksi_run_with_mock
+from real_agents import HELLO_TASK, WRITE_HELLO, MockRun, cli_bin_dir, ksi_run_with_mock
+
+from ksi.agents.tested_versions import tested_cli
 
 pytestmark = pytest.mark.real_cli
 
@@ -173,3 +178,21 @@ def test_timeout_keeps_the_exact_usage_of_finished_calls(tmp_path: Path) -> None
     assert (usage["cache_read_tokens"], usage["cache_write_tokens"]) == (100, 10)
     assert usage["turns"] == 1
     assert usage["cost_usd"] is None
+
+
+def test_doctor_names_the_real_cli_version_and_that_it_was_tested(tmp_path: Path) -> None:
+    bin_dir = cli_bin_dir(AGENT)
+    env = {**os.environ, "PATH": f"{bin_dir}:/usr/bin:/bin", "ANTHROPIC_API_KEY": "sk-x"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "ksi", "doctor", "--agent", AGENT],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    tested = tested_cli(AGENT)
+    assert tested is not None
+    line = next(x for x in proc.stdout.splitlines() if "claude-code binary" in x)
+    assert line.startswith("[ok]")
+    assert f"({tested.version} (Claude Code)); the version KSI was tested with" in line

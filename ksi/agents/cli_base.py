@@ -32,6 +32,7 @@ import attrs
 
 from ksi.agents.builtin import PROMPT_ENV_MAX_BYTES, prompt_path, write_prompt
 from ksi.agents.errors import classify_text, first_line
+from ksi.agents.tested_versions import version_in
 from ksi.interfaces import AgentContext, AgentOutcome, ExecResult, Invocation, Usage
 from ksi.models import TaskSpec
 from ksi.proc import read_tail
@@ -213,6 +214,8 @@ class CliAgent:
     binary: ClassVar[str]
     #: The command that installs ``binary``.
     install_command: ClassVar[str]
+    #: What makes ``binary`` print its version (``ksi doctor``, ``ksi agents``).
+    version_args: ClassVar[tuple[str, ...]] = ("--version",)
     #: The documentation the invocation follows.
     docs_url: ClassVar[str]
     #: Variables that must all be set (rare: most CLIs accept one of several).
@@ -402,14 +405,16 @@ class CliAgent:
         return [flag, ctx.model] if ctx.model else []
 
 
-def binary_version(binary: str, timeout: float = 5.0) -> tuple[str | None, str | None]:
-    """(path on PATH, first line of ``--version``); either is ``None`` when unknown."""
+def binary_version(
+    binary: str, timeout: float = 30.0, args: Sequence[str] = ("--version",)
+) -> tuple[str | None, str | None]:
+    """(path on PATH, first line of ``binary args`` that names a version); ``None`` when unknown."""
     path = shutil.which(binary)
     if path is None:
         return None, None
     try:
         proc = subprocess.run(
-            [path, "--version"],
+            [path, *args],
             capture_output=True,
             text=True,
             timeout=timeout,
@@ -418,5 +423,7 @@ def binary_version(binary: str, timeout: float = 5.0) -> tuple[str | None, str |
         )
     except (OSError, subprocess.TimeoutExpired):
         return path, None
-    text = (proc.stdout or proc.stderr).strip()
-    return path, (text.splitlines()[0].strip() if text else None)
+    lines = [ln.strip() for ln in (proc.stdout + "\n" + proc.stderr).splitlines() if ln.strip()]
+    with_version = [ln for ln in lines if version_in(ln)]
+    first = (with_version or lines)[:1]
+    return path, (first[0] if first else None)

@@ -49,6 +49,13 @@ def tested_cli(agent: str) -> TestedCli | None:
     return next((t for t in TESTED_CLIS if t.agent == agent), None)
 
 
+def install_command(entry: TestedCli) -> str:
+    """The command that installs exactly the tested version."""
+    if entry.registry == "npm":
+        return f"npm install -g {entry.package}@{entry.version}"
+    return f"python -m pip install {entry.package}=={entry.version}"
+
+
 def version_in(text: str | None) -> str | None:
     """The first ``X.Y.Z`` version in a CLI's ``--version`` output (``codex-cli 0.171.0``)."""
     if not text:
