@@ -196,3 +196,21 @@ def test_doctor_names_the_real_cli_version_and_that_it_was_tested(tmp_path: Path
     line = next(x for x in proc.stdout.splitlines() if "claude-code binary" in x)
     assert line.startswith("[ok]")
     assert f"({tested.version} (Claude Code)); the version KSI was tested with" in line
+
+
+def test_cost_limit_is_budget_exceeded_with_the_cost_so_far(tmp_path: Path) -> None:
+    big = MockUsage(400_000, 100)  # about a dollar at any Claude price: over the limit
+    run = ksi_run_with_mock(
+        tmp_path,
+        agent=AGENT,
+        env=KEY,
+        model=MODEL,
+        agent_options=["max_budget_usd=0.05"],
+        script=[write_hello(big), write_hello(big)],
+        then=Answer("never reached"),
+    )
+    rec = run.record
+    assert rec["agent_status"] == "budget_exceeded", run.describe()
+    assert "budget limit" in rec["error"]
+    assert len(run.served) == 1  # the CLI stopped after the first, costly call
+    assert rec["usage"]["cost_usd"] == result_event(run)["total_cost_usd"] > 0.05

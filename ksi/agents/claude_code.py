@@ -120,6 +120,13 @@ class ClaudeCodeAgent(CliAgent):
 
     #: Stop after this many agentic turns (``--max-turns``).
     max_turns: int | None = positive_int_or_none()
+    #: Stop once the CLI's own cost estimate reaches this many USD (``--max-budget-usd``).
+    max_budget_usd: float | None = attrs.field(
+        default=None,
+        validator=attrs.validators.optional(
+            [attrs.validators.instance_of(float), attrs.validators.gt(0)]
+        ),
+    )
     #: ``--permission-mode``; ``bypassPermissions`` never asks (Claude Code
     #: refuses it when run as root outside a sandbox; use ``acceptEdits`` then).
     permission_mode: str = choice_field("bypassPermissions", PERMISSION_MODES)
@@ -156,6 +163,8 @@ class ClaudeCodeAgent(CliAgent):
         ]
         if self.max_turns is not None:
             argv += ["--max-turns", str(self.max_turns)]
+        if self.max_budget_usd is not None:
+            argv += ["--max-budget-usd", str(self.max_budget_usd)]
         if self.allowed_tools:
             argv += ["--allowedTools", self.allowed_tools]
         if self.disallowed_tools:
