@@ -64,6 +64,15 @@ def cli_bin_dir(agent: str) -> Path:
     pytest.skip(reason)
 
 
+def free_port() -> int:
+    """A port free on 127.0.0.1 now (for a mock that must keep its URL across runs)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
 def netns_available() -> bool:
     """Whether ``unshare -n`` can make a network namespace here (root, util-linux)."""
     if shutil.which("unshare") is None:
@@ -146,12 +155,15 @@ def ksi_run_with_mock(
     model: str | None = None,
     tasks: Sequence[Mapping[str, Any]] = (HELLO_TASK,),
     netns: bool | None = None,
+    port: int = 0,
     timeout: float = 240,
 ) -> MockRun:
     """``ksi run`` of ``tasks`` with the real CLI of ``agent`` and a mock serving ``script``.
 
     ``env`` holds the key variables the user would export (``{mock_url}`` allowed);
-    ``agent_options`` get ``base_url={mock_url}`` unless they name a base_url.
+    ``agent_options`` get ``base_url={mock_url}`` unless they name a base_url. Calls
+    with the same ``tmp_path`` resume the same run; give them one ``port`` (see
+    :func:`free_port`) so the base_url, a key option of the run, stays the same.
     """
     bin_dir = cli_bin_dir(agent)
     if netns is None:
@@ -160,7 +172,7 @@ def ksi_run_with_mock(
     tasks_file.write_text("".join(json.dumps(t) + "\n" for t in tasks))
     run_dir = tmp_path / "run"
     spec_file, log_file = tmp_path / "mock-script.pickle", tmp_path / "mock-log.pickle"
-    spec_file.write_bytes(pickle.dumps(LaunchSpec(tuple(script), then)))
+    spec_file.write_bytes(pickle.dumps(LaunchSpec(tuple(script), then, port)))
     options = list(agent_options)
     if not any(o.startswith("base_url=") for o in options):
         options.append("base_url={mock_url}")

@@ -17,7 +17,14 @@ from pathlib import Path
 
 import pytest
 from mockmodel import RATE_LIMITED, UNAUTHORIZED, Answer, Hang, MockUsage, ToolCall
-from real_agents import HELLO_TASK, WRITE_HELLO, MockRun, cli_bin_dir, ksi_run_with_mock
+from real_agents import (
+    HELLO_TASK,
+    WRITE_HELLO,
+    MockRun,
+    cli_bin_dir,
+    free_port,
+    ksi_run_with_mock,
+)
 
 from ksi.agents.tested_versions import tested_cli
 
@@ -88,6 +95,7 @@ def test_solves_a_one_file_task_with_the_usage_the_mock_served(
 def test_bad_key_is_an_auth_error_that_stops_the_run(tmp_path: Path) -> None:
     # Two tasks, one at a time: the first attempt's 401 must keep the second from starting.
     tasks = [HELLO_TASK, {**HELLO_TASK, "task_id": "hello-2"}]
+    port = free_port()
     run = ksi_run_with_mock(
         tmp_path,
         agent=AGENT,
@@ -98,6 +106,7 @@ def test_bad_key_is_an_auth_error_that_stops_the_run(tmp_path: Path) -> None:
         args=["--concurrency", "1"],
         script=[],
         then=UNAUTHORIZED,
+        port=port,
     )
     assert run.proc.returncode == 3, run.describe()
     recs = run.records
@@ -109,6 +118,26 @@ def test_bad_key_is_an_auth_error_that_stops_the_run(tmp_path: Path) -> None:
     assert "Invalid API key" in run.proc.stderr
     assert "hello-2" in run.proc.stderr  # the task that was not started
     assert len(run.served) == 2  # the first call and the one retry asked for
+
+    # The key fixed, the same command resumes: the auth_error attempt runs again, and the rest.
+    done = Answer("Done.", MockUsage(10, 5))
+    again = ksi_run_with_mock(
+        tmp_path,
+        agent=AGENT,
+        env=KEY,
+        model=MODEL,
+        tasks=tasks,
+        agent_options=["max_retries=1"],
+        args=["--concurrency", "1"],
+        script=[write_hello(MockUsage(10, 5)), done, write_hello(MockUsage(10, 5)), done],
+        port=port,
+    )
+    assert again.proc.returncode == 0, again.describe()
+    latest = {r["task_id"]: r for r in again.records}
+    assert {t: (r["status"], r["score"]) for t, r in latest.items()} == {
+        "hello": ("scored", 1.0),
+        "hello-2": ("scored", 1.0),
+    }
 
 
 def test_bad_key_without_fail_fast_runs_every_attempt(tmp_path: Path) -> None:

@@ -91,6 +91,12 @@ class RunPlan:
     concurrency: int
 
 
+def _auth_failed(record: AttemptRecord) -> bool:
+    """The agent could not authenticate: no fault of the attempt, so a resume (after the
+    key is fixed) runs it again, ``--retries`` or not; within one session it is not retried."""
+    return record.agent_status == "auth_error"
+
+
 class RunInterrupted(KsiError):
     """The user stopped the run; the journal holds every finished attempt."""
 
@@ -255,7 +261,7 @@ class Driver:
                 rec = latest.get((task.id, n))
                 if rec is None:
                     plan.append(PlannedAttempt(task, n, 0))
-                elif self._is_retryable(rec) or reruns_on_resume(rec):
+                elif self._is_retryable(rec) or reruns_on_resume(rec) or _auth_failed(rec):
                     plan.append(PlannedAttempt(task, n, rec.try_number + 1))
         return plan
 
@@ -407,9 +413,10 @@ class Driver:
                 f"  not started ({len(self._not_started)} attempt(s)): {', '.join(unique[:10])}"
                 + (" ..." if len(unique) > 10 else "")
             )
-            lines.append(
-                f"  fix the credentials, then resume: ksi run --resume --run-dir {self.layout.root}"
-            )
+        lines.append(
+            "  fix the credentials, then resume (the auth_error attempts run again): "
+            f"ksi run --resume --run-dir {self.layout.root}"
+        )
         if self.config.fail_fast_auth:
             lines.append("  (--no-fail-fast keeps launching attempts after an auth error)")
         return "\n".join(lines)

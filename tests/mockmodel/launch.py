@@ -35,6 +35,7 @@ _IFF_UP = 0x1
 class LaunchSpec:
     script: tuple[Step, ...]
     then: Step = EXHAUSTED
+    port: int = 0
 
 
 @attrs.frozen
@@ -61,7 +62,7 @@ def main(argv: list[str]) -> int:
     spec_path, log_path, command = Path(argv[0]), Path(argv[1]), argv[3:]
     spec: LaunchSpec = pickle.loads(spec_path.read_bytes())
     loopback_up()
-    with MockModel(spec.script, then=spec.then) as mock:
+    with MockModel(spec.script, then=spec.then, port=spec.port) as mock:
         args = [a.replace("{mock_url}", mock.url) for a in command]
         env = {k: v.replace("{mock_url}", mock.url) for k, v in os.environ.items()}
         rc = subprocess.call(args, env=env)

@@ -193,6 +193,7 @@ class MockModel:
         then: Step = EXHAUSTED,
         dialects: Sequence[Dialect] | None = None,
         on_request: Callable[[Request], None] | None = None,
+        port: int = 0,
     ) -> None:
         if dialects is None:
             from . import all_dialects  # the package imports this module first
@@ -208,13 +209,15 @@ class MockModel:
         self.requests: list[Request] = []
         #: Every model call and the step that answered it.
         self.served: list[Served] = []
+        #: 0: any free port (a test that must reuse a URL across runs names one).
+        self._port = port
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
     # -- life cycle
     def start(self) -> MockModel:
         handler = _make_handler(self)
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", self._port), handler)
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(
             target=self._httpd.serve_forever, name="mock-model", daemon=True
