@@ -66,6 +66,13 @@ def _usage(raw: Any, *, cost: float | None = None, turns: int | None = None) -> 
     )
 
 
+def _positive_usd(_inst: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        raise ValueError(f"{attribute.name} must be a positive amount of USD, got {value!r}")
+
+
 def _track_stream(event: dict[str, Any], current: str, per_message: dict[str, Any]) -> str:
     """Fold one raw API stream event into ``per_message``; return the current message id.
 
@@ -121,12 +128,7 @@ class ClaudeCodeAgent(CliAgent):
     #: Stop after this many agentic turns (``--max-turns``).
     max_turns: int | None = positive_int_or_none()
     #: Stop once the CLI's own cost estimate reaches this many USD (``--max-budget-usd``).
-    max_budget_usd: float | None = attrs.field(
-        default=None,
-        validator=attrs.validators.optional(
-            [attrs.validators.instance_of(float), attrs.validators.gt(0)]
-        ),
-    )
+    max_budget_usd: float | None = attrs.field(default=None, validator=_positive_usd)
     #: ``--permission-mode``; ``bypassPermissions`` never asks (Claude Code
     #: refuses it when run as root outside a sandbox; use ``acceptEdits`` then).
     permission_mode: str = choice_field("bypassPermissions", PERMISSION_MODES)
