@@ -127,8 +127,6 @@ class ClaudeCodeAgent(CliAgent):
 
     #: Stop after this many agentic turns (``--max-turns``).
     max_turns: int | None = positive_int_or_none()
-    #: Stop once the CLI's own cost estimate reaches this many USD (``--max-budget-usd``).
-    max_budget_usd: float | None = attrs.field(default=None, validator=_positive_usd)
     #: ``--permission-mode``; ``bypassPermissions`` never asks (Claude Code
     #: refuses it when run as root outside a sandbox; use ``acceptEdits`` then).
     permission_mode: str = choice_field("bypassPermissions", PERMISSION_MODES)
@@ -138,6 +136,8 @@ class ClaudeCodeAgent(CliAgent):
     disallowed_tools: str = ""
     #: ``--append-system-prompt``.
     append_system_prompt: str = ""
+    #: Stop once the CLI's own cost estimate reaches this many USD (``--max-budget-usd``).
+    max_budget_usd: float | None = attrs.field(default=None, validator=_positive_usd)
     #: ``CLAUDE_CODE_MAX_RETRIES``: how often the CLI retries a failed API call (its
     #: default, 10 with backoff, spends about 3 minutes on a bad key before it gives up).
     max_retries: int | None = attrs.field(
