@@ -26,7 +26,7 @@ from real_agents import (
     ksi_run_with_mock,
 )
 
-from ksi.agents.tested_versions import tested_cli
+from ksi.agents import tested_versions
 
 pytestmark = pytest.mark.real_cli
 
@@ -220,7 +220,7 @@ def test_doctor_names_the_real_cli_version_and_that_it_was_tested(tmp_path: Path
         timeout=120,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    tested = tested_cli(AGENT)
+    tested = tested_versions.tested_cli(AGENT)
     assert tested is not None
     line = next(x for x in proc.stdout.splitlines() if "claude-code binary" in x)
     assert line.startswith("[ok]")
