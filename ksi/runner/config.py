@@ -72,6 +72,7 @@ RESUME_RULES: dict[str, ResumeRule] = {
     "retries": ResumeRule(_FREE, "--retries"),
     "solved_threshold": ResumeRule(_FREE, "--solved-threshold"),
     "max_cost_usd": ResumeRule(_FREE, "--max-cost"),
+    "fail_fast_auth": ResumeRule(_FREE, "--fail-fast"),
     "agent_env": ResumeRule(_FREE, "--agent-env"),
     "eval_env": ResumeRule(_FREE, "--eval-env"),
     "eval_isolation": ResumeRule(_FREE, "--eval-isolation"),
