@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from mockmodel import RATE_LIMITED, UNAUTHORIZED, Answer, Hang, MockUsage, ToolCall
+from mockmodel import RATE_LIMITED, UNAUTHORIZED, Answer, Hang, HttpError, MockUsage, ToolCall
 from real_agents import (
     HELLO_TASK,
     WRITE_HELLO,
@@ -243,3 +243,37 @@ def test_cost_limit_is_budget_exceeded_with_the_cost_so_far(tmp_path: Path) -> N
     assert "budget limit" in rec["error"]
     assert len(run.served) == 1  # the CLI stopped after the first, costly call
     assert rec["usage"]["cost_usd"] == result_event(run)["total_cost_usd"] > 0.05
+
+
+@pytest.mark.parametrize(
+    ("error", "status", "words"),
+    [
+        (HttpError(529, "Overloaded"), "rate_limited", "Overloaded"),
+        (
+            HttpError(400, "prompt is too long: 215000 tokens > 200000 maximum"),
+            "context_exceeded",
+            "prompt is too long",
+        ),
+        (
+            HttpError(400, "Your credit balance is too low to access the Anthropic API."),
+            "budget_exceeded",
+            "credit balance is too low",
+        ),
+    ],
+    ids=["overloaded", "context", "credit"],
+)
+def test_provider_errors_are_classified(
+    tmp_path: Path, error: HttpError, status: str, words: str
+) -> None:
+    run = ksi_run_with_mock(
+        tmp_path,
+        agent=AGENT,
+        env=KEY,
+        model=MODEL,
+        agent_options=["max_retries=0"],
+        script=[],
+        then=error,
+    )
+    rec = run.record
+    assert rec["agent_status"] == status, run.describe()
+    assert words.lower() in rec["error"].lower()  # the CLI's own rewording of the API's

@@ -126,3 +126,15 @@ def test_timeout_keeps_no_invented_usage(tmp_path: Path) -> None:
     assert rec["usage"]["input_tokens"] == rec["usage"]["output_tokens"] == 0
     assert rec["usage"]["turns"] is None
     assert len(run.served) == 2
+
+
+def test_context_overflow_is_context_exceeded(tmp_path: Path) -> None:
+    message = (
+        "The input token count (1200000) exceeds the maximum number of tokens allowed (1048576)."
+    )
+    run = ksi_run_with_mock(
+        tmp_path, agent=AGENT, env=KEY, model=MODEL, script=[], then=HttpError(400, message)
+    )
+    rec = run.record
+    assert rec["agent_status"] == "context_exceeded", run.describe()
+    assert "exceeds the maximum number of tokens" in rec["error"]
