@@ -138,3 +138,19 @@ def test_context_overflow_is_context_exceeded(tmp_path: Path) -> None:
     rec = run.record
     assert rec["agent_status"] == "context_exceeded", run.describe()
     assert "exceeds the maximum number of tokens" in rec["error"]
+
+
+def test_turn_limit_is_budget_exceeded(tmp_path: Path) -> None:
+    run = ksi_run_with_mock(
+        tmp_path,
+        agent=AGENT,
+        env=KEY,
+        model=MODEL,
+        agent_options=["max_turns=1"],
+        script=[write_hello(MockUsage(500, 10))],
+        then=write_hello(MockUsage(500, 10)),
+    )
+    rec = run.record
+    assert rec["agent_status"] == "budget_exceeded", run.describe()
+    assert "turn limit" in rec["error"] or "53" in rec["error"]
+    assert len(run.served) == 1

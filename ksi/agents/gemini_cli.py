@@ -24,6 +24,10 @@ its docs do not say:
   method selected.", exit 41), so KSI also points ``GEMINI_CLI_HOME`` at a
   directory in the workspace's ``.ksi/`` whose ``settings.json`` selects the
   ``gemini-api-key`` auth type (the key still comes from ``GEMINI_API_KEY``).
+* ``max_turns`` exists only as a setting (``model.maxSessionTurns``), so it
+  uses the same KSI-made ``GEMINI_CLI_HOME``. While either option is set the
+  CLI does not read your ``~/.gemini`` (a Google login there is not used:
+  authenticate with ``GEMINI_API_KEY``).
 * A rate-limited call (429) is retried by the CLI with backoff for minutes;
   an attempt that hits KSI's timeout while still retrying is ``rate_limited``,
   not ``timeout``.
@@ -45,6 +49,7 @@ from ksi.agents.cli_base import (
     base_url_field,
     choice_field,
     extra_args_field,
+    positive_int_or_none,
     read_text,
 )
 from ksi.hookspecs import hookimpl
@@ -58,7 +63,6 @@ _EXIT_STATUS = {41: "auth_error", 53: "budget_exceeded"}
 _CODE_STATUS = {401: "auth_error", 403: "auth_error", 429: "rate_limited"}
 #: ``GEMINI_CLI_HOME`` under the workspace's ``.ksi/`` when ``base_url`` is set.
 _HOME_SUBDIR = "gemini-home"
-_BASE_URL_SETTINGS = {"security": {"auth": {"selectedType": "gemini-api-key"}}}
 #: The CLI's line for each retried API call ("Attempt 3 failed with status 429. Retrying...").
 _RETRY_LINE = re.compile(r"Attempt \d+ failed with status (\d+)")
 _LONG_PROMPT_NOTE = "Carry out the task given above."
@@ -109,23 +113,37 @@ class GeminiCliAgent(CliAgent):
 
     #: ``yolo`` approves every tool call; ``auto_edit`` only file edits.
     approval_mode: str = choice_field("yolo", APPROVAL_MODES)
+    #: Stop after this many turns (the ``model.maxSessionTurns`` setting; exit 53).
+    max_turns: int | None = positive_int_or_none()
     #: The Gemini API endpoint (a gateway, proxy or local server): ``GOOGLE_GEMINI_BASE_URL``.
     base_url: str = base_url_field()
     #: More flags, shell-quoted, appended verbatim.
     extra_args: str = extra_args_field()
 
+    def own_settings(self) -> dict[str, Any]:
+        """The settings only a settings file can give (empty: the user's own home is used)."""
+        settings: dict[str, Any] = {}
+        if self.base_url:
+            settings["security"] = {"auth": {"selectedType": "gemini-api-key"}}
+        if self.max_turns is not None:
+            settings["model"] = {"maxSessionTurns": self.max_turns}
+        return settings
+
     def setup(self, ctx: AgentContext) -> None:
         super().setup(ctx)
-        if self.base_url:
-            settings = ctx.host_workspace / ".ksi" / _HOME_SUBDIR / ".gemini" / "settings.json"
-            settings.parent.mkdir(parents=True, exist_ok=True)
-            settings.write_text(json.dumps(_BASE_URL_SETTINGS, indent=2) + "\n")
+        settings = self.own_settings()
+        if settings:
+            path = ctx.host_workspace / ".ksi" / _HOME_SUBDIR / ".gemini" / "settings.json"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(settings, indent=2) + "\n")
 
     def process_env(self, ctx: AgentContext) -> dict[str, str]:
-        if not self.base_url:
-            return {}
-        home = ctx.workspace_path.rstrip("/") + "/.ksi/" + _HOME_SUBDIR
-        return {"GOOGLE_GEMINI_BASE_URL": self.base_url, "GEMINI_CLI_HOME": home}
+        env: dict[str, str] = {}
+        if self.own_settings():
+            env["GEMINI_CLI_HOME"] = ctx.workspace_path.rstrip("/") + "/.ksi/" + _HOME_SUBDIR
+        if self.base_url:
+            env["GOOGLE_GEMINI_BASE_URL"] = self.base_url
+        return env
 
     def command(self, ctx: AgentContext) -> tuple[list[str], str | None]:
         approval = (
