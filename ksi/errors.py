@@ -80,6 +80,16 @@ class DuplicateComponentError(PluginError):
     """Two plugins registered the same name for the same kind of component."""
 
 
+class AgentAuthError(KsiError):
+    """Attempts of a run failed to authenticate (a missing, wrong or expired key).
+
+    Raised by ``ksi run`` after the summary, so the run exits non-zero (3) and
+    says which agent, which variables to check and the CLI's own message.
+    """
+
+    exit_code = 3
+
+
 class EvaluationError(KsiError):
     """An evaluator could not grade an attempt for a reason outside the attempt."""
 

@@ -41,15 +41,11 @@ def test_long_prompt_goes_through_stdin(tmp_path: Path) -> None:
     assert run.outcome.status == "completed"
 
 
+# The real CLI shows auth, rate limit, overload, context, credit and turn limit errors
+# (tests/test_real_cli_claude_code.py); a crash of the CLI itself only a fake can.
 @pytest.mark.parametrize(
     ("scenario", "status", "error_part"),
     [
-        ("auth", "auth_error", "Invalid API key"),
-        ("rate", "rate_limited", "429"),
-        ("overloaded", "rate_limited", "overloaded"),
-        ("context", "context_exceeded", "Prompt is too long"),
-        ("budget", "budget_exceeded", "Credit balance is too low"),
-        ("max_turns", "budget_exceeded", "turn limit"),
         ("crash", "crashed", "TypeError"),
     ],
 )
@@ -58,12 +54,6 @@ def test_error_classes(tmp_path: Path, scenario: str, status: str, error_part: s
     assert run.outcome.status == status
     assert error_part in run.outcome.error
     assert "exit code 1" in run.outcome.error
-
-
-def test_max_turns_keeps_reported_cost(tmp_path: Path) -> None:
-    run = run_agent(make(ClaudeCodeAgent), tmp_path, scenario="max_turns")
-    assert run.outcome.usage.cost_usd == pytest.approx(0.011)
-    assert run.outcome.usage.turns == 3
 
 
 def test_timeout_keeps_partial_usage(tmp_path: Path) -> None:

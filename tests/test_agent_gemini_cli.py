@@ -15,7 +15,7 @@ from ksi.interfaces import Usage
 def test_success_invocation_and_usage(tmp_path: Path) -> None:
     run = run_agent(make(GeminiCliAgent), tmp_path, model="gemini-2.5-pro", prompt="Fix it")
     argv = run.record["argv"]
-    assert argv[:3] == ["--output-format", "json", "--yolo"]
+    assert argv[:4] == ["--output-format", "json", "--skip-trust", "--yolo"]
     assert argv[argv.index("--model") + 1] == "gemini-2.5-pro"
     assert run.record["prompt_arg"] == "Fix it"
     assert run.outcome.status == "completed"
@@ -40,13 +40,15 @@ def test_approval_mode_option(tmp_path: Path) -> None:
         make(GeminiCliAgent, approval_mode="always")
 
 
+# A context overflow and the turn limit (exit 53) are shown by the real CLI
+# (tests/test_real_cli_gemini_cli.py); these are what it cannot show quickly: exit 41 (no
+# usable auth method, stopped by KSI's preflight first), the CLI giving up on a 429 after
+# minutes of retries, a crash.
 @pytest.mark.parametrize(
     ("scenario", "status", "error_part"),
     [
         ("auth", "auth_error", "exit code 41"),
         ("rate", "rate_limited", "429"),
-        ("context", "context_exceeded", "maximum number of tokens"),
-        ("turn_limit", "budget_exceeded", "exit code 53"),
         ("crash", "crashed", "fetch failed"),
     ],
 )

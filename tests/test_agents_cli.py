@@ -147,7 +147,10 @@ def test_doctor_fails_for_a_chosen_agent_without_credentials(clean_env: Path) ->
     assert result.exit_code == 1
     assert "[FAIL] gemini-cli credentials" in result.output
     assert "fix: set one of GEMINI_API_KEY" in result.output
-    assert "[ok]   gemini-cli binary" in result.output
+    # The fake CLI says 0.9.0: found, but not the version KSI was tested with (a warning).
+    assert "[warn] gemini-cli binary" in result.output
+    assert "(0.9.0); KSI was tested with 0.61.0" in result.output
+    assert "fix: npm install -g @google/gemini-cli@0.61.0" in result.output
 
 
 def test_doctor_passes_with_login_file_and_local_environment(clean_env: Path) -> None:

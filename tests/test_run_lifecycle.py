@@ -252,6 +252,45 @@ def test_max_cost_stops_launching_attempts(tmp_path: Path) -> None:
     assert summary.run_complete is False
 
 
+class _KeyAgent(_CostlyAgent):
+    """An in-process agent whose key is bad until ``fixed``: it reports auth_error."""
+
+    name: ClassVar[str] = "keyed"
+
+    def __init__(self, fixed: bool = False) -> None:
+        self.fixed = fixed
+
+    def outcome(self, ctx: AgentContext, result: ExecResult | None) -> AgentOutcome:
+        if self.fixed:
+            return AgentOutcome()
+        return AgentOutcome(status="auth_error", error="401 invalid x-api-key")
+
+
+def test_an_auth_error_stops_launching_and_a_resume_runs_it_again(tmp_path: Path) -> None:
+    tasks = write_tasks(
+        tmp_path / "tasks.jsonl", [dict(HELLO_TASK, task_id=f"t{i}") for i in range(4)]
+    )
+    run_dir = tmp_path / "run"
+    summary = ksi.run(tasks, agent=_KeyAgent(), run_dir=run_dir, concurrency=1)
+    assert summary.n_attempts == 1
+    assert summary.stopped_reason.startswith("auth_error: agent 'keyed' could not authenticate")
+    assert summary.run_complete is False
+    # The key fixed: the resume runs the failed attempt again, and the three never started.
+    again = ksi.run(tasks, agent=_KeyAgent(fixed=True), run_dir=run_dir, concurrency=1)
+    assert again.solved_tasks == 4 and again.run_complete is True
+
+
+def test_without_fail_fast_every_attempt_runs(tmp_path: Path) -> None:
+    tasks = write_tasks(
+        tmp_path / "tasks.jsonl", [dict(HELLO_TASK, task_id=f"t{i}") for i in range(3)]
+    )
+    summary = ksi.run(
+        tasks, agent=_KeyAgent(), run_dir=tmp_path / "run", concurrency=1, fail_fast_auth=False
+    )
+    assert summary.n_attempts == 3 and summary.error_attempts == 3
+    assert summary.stopped_reason == ""
+
+
 class _Recorder:
     def __init__(self) -> None:
         self.calls: list[tuple[str, Any]] = []

@@ -11,6 +11,19 @@ and run commands without asking. The last line is the ``result`` message:
 ``is_error``, ``num_turns``, ``result`` (the final text), ``total_cost_usd``
 and cumulative ``usage`` (``input_tokens``, ``output_tokens``,
 ``cache_read_input_tokens``, ``cache_creation_input_tokens``).
+
+An attempt cut short (timeout) has no ``result`` line. Its ``assistant`` lines
+carry each message's usage as of its *start* (output 1), so KSI also passes
+``--include-partial-messages``: the API's own ``message_start`` /
+``message_delta`` events then appear as ``stream_event`` lines, and their
+final numbers are what a timed-out attempt reports (no cost: only the
+``result`` line has one).
+
+As root (CI, containers) Claude Code refuses ``bypassPermissions`` unless
+``IS_SANDBOX=1`` says it runs in a sandbox; KSI sets it with that mode, since
+an attempt always runs in a workspace of its own (use the ``sandbox`` or
+``docker`` environment to make that true of the rest of the machine too).
+``base_url`` becomes ``ANTHROPIC_BASE_URL``.
 """
 
 from __future__ import annotations
@@ -24,8 +37,10 @@ from ksi.agents.cli_base import (
     AWS_BEDROCK_ENV,
     CliAgent,
     Parsed,
+    as_dict,
     as_float,
     as_int,
+    base_url_field,
     choice_field,
     extra_args_field,
     json_lines,
@@ -49,6 +64,31 @@ def _usage(raw: Any, *, cost: float | None = None, turns: int | None = None) -> 
         cost_usd=cost,
         turns=turns,
     )
+
+
+def _positive_usd(_inst: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        raise ValueError(f"{attribute.name} must be a positive amount of USD, got {value!r}")
+
+
+def _track_stream(event: dict[str, Any], current: str, per_message: dict[str, Any]) -> str:
+    """Fold one raw API stream event into ``per_message``; return the current message id.
+
+    ``message_start`` holds the input and cache counts; ``message_delta`` the
+    running totals (output at least), which replace the start values.
+    """
+    kind = event.get("type")
+    if kind == "message_start":
+        message = as_dict(event.get("message"))
+        current = str(message.get("id") or f"#{len(per_message)}")
+        per_message[current] = dict(as_dict(message.get("usage")))
+    elif kind == "message_delta" and current in per_message:
+        per_message[current].update(
+            {k: v for k, v in as_dict(event.get("usage")).items() if v is not None}
+        )
+    return current
 
 
 @attrs.define(frozen=True)
@@ -96,6 +136,18 @@ class ClaudeCodeAgent(CliAgent):
     disallowed_tools: str = ""
     #: ``--append-system-prompt``.
     append_system_prompt: str = ""
+    #: Stop once the CLI's own cost estimate reaches this many USD (``--max-budget-usd``).
+    max_budget_usd: float | None = attrs.field(default=None, validator=_positive_usd)
+    #: ``CLAUDE_CODE_MAX_RETRIES``: how often the CLI retries a failed API call (its
+    #: default, 10 with backoff, spends about 3 minutes on a bad key before it gives up).
+    max_retries: int | None = attrs.field(
+        default=None,
+        validator=attrs.validators.optional(
+            [attrs.validators.instance_of(int), attrs.validators.ge(0)]
+        ),
+    )
+    #: The Anthropic API endpoint (a gateway, LiteLLM proxy, local server): ``ANTHROPIC_BASE_URL``.
+    base_url: str = base_url_field()
     #: More flags, shell-quoted, appended verbatim.
     extra_args: str = extra_args_field()
 
@@ -106,12 +158,15 @@ class ClaudeCodeAgent(CliAgent):
             "--output-format",
             "stream-json",
             "--verbose",
+            "--include-partial-messages",
             "--permission-mode",
             self.permission_mode,
             *self.model_flag(ctx, "--model"),
         ]
         if self.max_turns is not None:
             argv += ["--max-turns", str(self.max_turns)]
+        if self.max_budget_usd is not None:
+            argv += ["--max-budget-usd", str(self.max_budget_usd)]
         if self.allowed_tools:
             argv += ["--allowedTools", self.allowed_tools]
         if self.disallowed_tools:
@@ -122,36 +177,49 @@ class ClaudeCodeAgent(CliAgent):
 
     def process_env(self, ctx: AgentContext) -> dict[str, str]:
         # No auto-update or telemetry traffic in the middle of an attempt.
-        return {"DISABLE_AUTOUPDATER": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"}
+        env = {"DISABLE_AUTOUPDATER": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"}
+        if self.permission_mode == "bypassPermissions":
+            env["IS_SANDBOX"] = "1"  # else refused as root (see the module docstring)
+        if self.base_url:
+            env["ANTHROPIC_BASE_URL"] = self.base_url
+        if self.max_retries is not None:
+            env["CLAUDE_CODE_MAX_RETRIES"] = str(self.max_retries)
+        return env
 
     def parse(self, ctx: AgentContext, result: ExecResult) -> Parsed:
         final: dict[str, Any] | None = None
         last_text = ""
-        per_message: dict[str, Any] = {}
-        assistant_turns = 0
+        #: Each API message's usage, by message id, in arrival order.
+        per_message: dict[str, dict[str, Any]] = {}
+        streamed: set[str] = set()
+        current = ""
+        retrying: int | None = None
         for event in json_lines(result.stdout_path):
             kind = event.get("type")
             if kind == "result":
                 final = event
+            elif kind == "system" and event.get("subtype") == "api_retry":
+                retrying = as_int(event.get("error_status")) or None
+            elif kind == "stream_event":
+                current = _track_stream(as_dict(event.get("event")), current, per_message)
+                if current:
+                    streamed.add(current)
             elif kind == "assistant":
-                message = event.get("message") or {}
-                if not isinstance(message, dict):
-                    continue
+                msg = as_dict(event.get("message"))
                 texts = [
                     b.get("text", "")
-                    for b in message.get("content") or []
+                    for b in msg.get("content") or []
                     if isinstance(b, dict) and b.get("type") == "text"
                 ]
                 if any(texts):
                     last_text = "".join(texts)
-                msg_id = str(message.get("id") or f"#{assistant_turns}")
-                if msg_id not in per_message:
-                    assistant_turns += 1
-                # Every content block of one API message repeats its usage.
-                per_message[msg_id] = message.get("usage")
+                msg_id = str(msg.get("id") or f"#{len(per_message)}")
+                if msg_id not in streamed:
+                    # Every content block of one API message repeats its (start) usage.
+                    per_message[msg_id] = as_dict(msg.get("usage"))
         if final is None:
             # Interrupted run (timeout, crash): add up what the messages said.
-            total = Usage(turns=assistant_turns or None)
+            total = Usage(turns=len(per_message) or None)
             for raw in per_message.values():
                 u = _usage(raw)
                 total = attrs.evolve(
@@ -161,7 +229,7 @@ class ClaudeCodeAgent(CliAgent):
                     cache_read_tokens=total.cache_read_tokens + u.cache_read_tokens,
                     cache_write_tokens=total.cache_write_tokens + u.cache_write_tokens,
                 )
-            return Parsed(usage=total, final_message=last_text)
+            return Parsed(usage=total, final_message=last_text, retrying_status=retrying)
         turns = final.get("num_turns")
         usage = _usage(
             final.get("usage"),

@@ -32,6 +32,7 @@ import attrs
 
 from ksi.agents.builtin import PROMPT_ENV_MAX_BYTES, prompt_path, write_prompt
 from ksi.agents.errors import classify_text, first_line
+from ksi.agents.tested_versions import version_in
 from ksi.interfaces import AgentContext, AgentOutcome, ExecResult, Invocation, Usage
 from ksi.models import TaskSpec
 from ksi.proc import read_tail
@@ -50,6 +51,15 @@ AWS_BEDROCK_ENV = (
     "AWS_PROFILE",
     "AWS_BEARER_TOKEN_BEDROCK",
 )
+
+#: HTTP statuses a CLI may retry until KSI's timeout, and what such an attempt is.
+_RETRIED_STATUS = {
+    401: "auth_error",
+    403: "auth_error",
+    429: "rate_limited",
+    503: "rate_limited",
+    529: "rate_limited",
+}
 
 #: How much of each log the outcome reads for error text.
 _TAIL_BYTES = 16_384
@@ -71,6 +81,10 @@ class Parsed:
     status: str | None = None
     #: True when the output says the run succeeded (overrides a stray error line).
     succeeded: bool = False
+    #: The HTTP status of the last failed API call the CLI was retrying, when its
+    #: output shows one: a run cut off by KSI's timeout while the CLI retried a 401
+    #: or a 429 failed for that reason, not for being slow.
+    retrying_status: int | None = None
 
 
 @attrs.frozen
@@ -101,6 +115,25 @@ def _check_extra_args(_inst: object, attribute: attrs.Attribute[str], value: str
 def extra_args_field() -> Any:
     """The ``extra_args`` option every CLI agent has: flags appended verbatim."""
     return attrs.field(default="", validator=[attrs.validators.instance_of(str), _check_extra_args])
+
+
+def _check_base_url(_inst: object, attribute: attrs.Attribute[str], value: str) -> None:
+    if not isinstance(value, str):
+        raise TypeError(f"{attribute.name} must be a string")
+    if value and not value.startswith(("http://", "https://")):
+        raise ValueError(
+            f"{attribute.name} {value!r} is not an http(s) URL; "
+            "give the provider endpoint, e.g. base_url=http://127.0.0.1:4000"
+        )
+
+
+def base_url_field() -> Any:
+    """The ``base_url`` option: the provider endpoint (a gateway, proxy or local model server).
+
+    Each agent maps it to its CLI's own mechanism (a variable, a ``-c``
+    override, a settings file); empty means the CLI's default endpoint.
+    """
+    return attrs.field(default="", validator=_check_base_url)
 
 
 def choice_field(default: str, choices: Sequence[str]) -> Any:
@@ -181,6 +214,8 @@ class CliAgent:
     binary: ClassVar[str]
     #: The command that installs ``binary``.
     install_command: ClassVar[str]
+    #: What makes ``binary`` print its version (``ksi doctor``, ``ksi agents``).
+    version_args: ClassVar[tuple[str, ...]] = ("--version",)
     #: The documentation the invocation follows.
     docs_url: ClassVar[str]
     #: Variables that must all be set (rare: most CLIs accept one of several).
@@ -326,12 +361,11 @@ class CliAgent:
             parsed = Parsed(error=f"KSI could not parse {self.name} output: {exc}")
         stderr_tail = read_tail(result.stderr_path, _TAIL_BYTES) if result.stderr_path else ""
         if result.timed_out:
-            return AgentOutcome(
-                "timeout",
-                parsed.usage,
-                parsed.final_message,
-                f"{self.name} timed out after {result.duration_sec:.0f}s",
-            )
+            error = f"{self.name} timed out after {result.duration_sec:.0f}s"
+            why = _RETRIED_STATUS.get(parsed.retrying_status or 0)
+            if why is not None:
+                error += f" while retrying HTTP {parsed.retrying_status} ({why})"
+            return AgentOutcome(why or "timeout", parsed.usage, parsed.final_message, error)
         failed = result.exit_code != 0 or bool(parsed.error) or parsed.status is not None
         if parsed.succeeded and result.exit_code == 0 and parsed.status is None:
             failed = False
@@ -371,14 +405,16 @@ class CliAgent:
         return [flag, ctx.model] if ctx.model else []
 
 
-def binary_version(binary: str, timeout: float = 5.0) -> tuple[str | None, str | None]:
-    """(path on PATH, first line of ``--version``); either is ``None`` when unknown."""
+def binary_version(
+    binary: str, timeout: float = 30.0, args: Sequence[str] = ("--version",)
+) -> tuple[str | None, str | None]:
+    """(path on PATH, first line of ``binary args`` that names a version); ``None`` when unknown."""
     path = shutil.which(binary)
     if path is None:
         return None, None
     try:
         proc = subprocess.run(
-            [path, "--version"],
+            [path, *args],
             capture_output=True,
             text=True,
             timeout=timeout,
@@ -387,5 +423,7 @@ def binary_version(binary: str, timeout: float = 5.0) -> tuple[str | None, str |
         )
     except (OSError, subprocess.TimeoutExpired):
         return path, None
-    text = (proc.stdout or proc.stderr).strip()
-    return path, (text.splitlines()[0].strip() if text else None)
+    lines = [ln.strip() for ln in (proc.stdout + "\n" + proc.stderr).splitlines() if ln.strip()]
+    with_version = [ln for ln in lines if version_in(ln)]
+    first = (with_version or lines)[:1]
+    return path, (first[0] if first else None)

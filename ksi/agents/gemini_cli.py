@@ -9,13 +9,34 @@ answer), ``stats`` (per-model ``tokens``: ``prompt``, ``candidates``,
 (``type``, ``message``, ``code``); ``--yolo`` approves every tool call.
 Piped stdin is read as input ahead of the ``-p`` text, which KSI uses for
 prompts too long for one argument. Documented exit codes: 0 success,
-1 general/API error, 42 input error, 53 turn limit exceeded; the CLI also
-exits 41 on an authentication failure.
+1 general/API error, 41 authentication set-up error (no or bad auth method),
+42 input error, 53 turn limit exceeded. An API error ends the run with the
+HTTP status as exit code, modulo 256 (401 -> 145, 400 -> 144, 429 -> 173), and
+``error.code`` in the JSON holds the status itself: KSI classifies by that.
+
+What the real CLI (tested: see ``ksi/agents/tested_versions.py``) needs that
+its docs do not say:
+
+* ``--skip-trust``: every fresh workspace is an untrusted folder, where the
+  CLI ignores ``--yolo`` and exits 55 asking for a trusted folder.
+* ``base_url`` -> ``GOOGLE_GEMINI_BASE_URL``. That variable alone makes the CLI
+  pick its "gateway" auth type, which headless mode refuses ("Invalid auth
+  method selected.", exit 41), so KSI also points ``GEMINI_CLI_HOME`` at a
+  directory in the workspace's ``.ksi/`` whose ``settings.json`` selects the
+  ``gemini-api-key`` auth type (the key still comes from ``GEMINI_API_KEY``).
+* ``max_turns`` exists only as a setting (``model.maxSessionTurns``), so it
+  uses the same KSI-made ``GEMINI_CLI_HOME``. While either option is set the
+  CLI does not read your ``~/.gemini`` (a Google login there is not used:
+  authenticate with ``GEMINI_API_KEY``).
+* A rate-limited call (429) is retried by the CLI with backoff for minutes;
+  an attempt that hits KSI's timeout while still retrying is ``rate_limited``,
+  not ``timeout``.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
@@ -25,16 +46,25 @@ from ksi.agents.cli_base import (
     CliAgent,
     Parsed,
     as_int,
+    base_url_field,
     choice_field,
     extra_args_field,
+    positive_int_or_none,
     read_text,
 )
 from ksi.hookspecs import hookimpl
 from ksi.interfaces import AgentContext, ExecResult, Usage
+from ksi.proc import read_tail
 
 APPROVAL_MODES = ("yolo", "auto_edit", "default")
 #: Exit codes with a meaning of their own.
 _EXIT_STATUS = {41: "auth_error", 53: "budget_exceeded"}
+#: ``error.code`` values (HTTP statuses) with a meaning of their own.
+_CODE_STATUS = {401: "auth_error", 403: "auth_error", 429: "rate_limited"}
+#: ``GEMINI_CLI_HOME`` under the workspace's ``.ksi/`` when ``base_url`` is set.
+_HOME_SUBDIR = "gemini-home"
+#: The CLI's line for each retried API call ("Attempt 3 failed with status 429. Retrying...").
+_RETRY_LINE = re.compile(r"Attempt \d+ failed with status (\d+)")
 _LONG_PROMPT_NOTE = "Carry out the task given above."
 
 
@@ -65,17 +95,16 @@ class GeminiCliAgent(CliAgent):
     binary: ClassVar[str] = "gemini"
     install_command: ClassVar[str] = "npm install -g @google/gemini-cli"
     docs_url: ClassVar[str] = "https://geminicli.com/docs/cli/headless/"
-    credential_env: ClassVar[tuple[str, ...]] = (
-        "GEMINI_API_KEY",
-        "GOOGLE_API_KEY",
-        "GOOGLE_GENAI_USE_VERTEXAI",
-    )
+    #: What the CLI's headless auth check accepts (``GOOGLE_API_KEY`` alone is not
+    #: enough: it is read only in Vertex AI mode).
+    credential_env: ClassVar[tuple[str, ...]] = ("GEMINI_API_KEY", "GOOGLE_GENAI_USE_VERTEXAI")
     login_files: ClassVar[tuple[str, ...]] = (".gemini/oauth_creds.json",)
     login_hint: ClassVar[str] = "run `gemini` once and log in with Google"
     extra_env: ClassVar[tuple[str, ...]] = ("GEMINI_MODEL",)
     #: Vertex AI (https://geminicli.com/docs/get-started/authentication/).
     mode_env: ClassVar[Mapping[str, tuple[str, ...]]] = {
         "GOOGLE_GENAI_USE_VERTEXAI": (
+            "GOOGLE_API_KEY",
             "GOOGLE_APPLICATION_CREDENTIALS",
             "GOOGLE_CLOUD_PROJECT",
             "GOOGLE_CLOUD_LOCATION",
@@ -84,8 +113,37 @@ class GeminiCliAgent(CliAgent):
 
     #: ``yolo`` approves every tool call; ``auto_edit`` only file edits.
     approval_mode: str = choice_field("yolo", APPROVAL_MODES)
+    #: Stop after this many turns (the ``model.maxSessionTurns`` setting; exit 53).
+    max_turns: int | None = positive_int_or_none()
+    #: The Gemini API endpoint (a gateway, proxy or local server): ``GOOGLE_GEMINI_BASE_URL``.
+    base_url: str = base_url_field()
     #: More flags, shell-quoted, appended verbatim.
     extra_args: str = extra_args_field()
+
+    def own_settings(self) -> dict[str, Any]:
+        """The settings only a settings file can give (empty: the user's own home is used)."""
+        settings: dict[str, Any] = {}
+        if self.base_url:
+            settings["security"] = {"auth": {"selectedType": "gemini-api-key"}}
+        if self.max_turns is not None:
+            settings["model"] = {"maxSessionTurns": self.max_turns}
+        return settings
+
+    def setup(self, ctx: AgentContext) -> None:
+        super().setup(ctx)
+        settings = self.own_settings()
+        if settings:
+            path = ctx.host_workspace / ".ksi" / _HOME_SUBDIR / ".gemini" / "settings.json"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(settings, indent=2) + "\n")
+
+    def process_env(self, ctx: AgentContext) -> dict[str, str]:
+        env: dict[str, str] = {}
+        if self.own_settings():
+            env["GEMINI_CLI_HOME"] = ctx.workspace_path.rstrip("/") + "/.ksi/" + _HOME_SUBDIR
+        if self.base_url:
+            env["GOOGLE_GEMINI_BASE_URL"] = self.base_url
+        return env
 
     def command(self, ctx: AgentContext) -> tuple[list[str], str | None]:
         approval = (
@@ -95,6 +153,7 @@ class GeminiCliAgent(CliAgent):
             self.binary,
             "--output-format",
             "json",
+            "--skip-trust",
             *approval,
             *self.model_flag(ctx, "--model"),
         ]
@@ -134,6 +193,8 @@ class GeminiCliAgent(CliAgent):
         error = ""
         if isinstance(err, dict):
             code = err.get("code")
+            if status is None and isinstance(code, int):
+                status = _CODE_STATUS.get(code)
             error = f"{err.get('type') or 'Error'}: {err.get('message') or ''}"
             if code not in (None, ""):
                 error += f" (code {code})"
@@ -141,12 +202,16 @@ class GeminiCliAgent(CliAgent):
             error = str(err)
         if status == "budget_exceeded" and not error:
             error = "Gemini CLI stopped: turn limit exceeded (exit code 53)"
+        retried = (
+            _RETRY_LINE.findall(read_tail(result.stderr_path, 16_384)) if result.stderr_path else []
+        )
         return Parsed(
             usage=usage,
             final_message=message,
             error=error,
             status=status,
             succeeded=not error and result.exit_code == 0,
+            retrying_status=int(retried[-1]) if retried else None,
         )
 
 

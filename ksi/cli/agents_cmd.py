@@ -16,6 +16,7 @@ from typing import Annotated, Any
 import typer
 
 from ksi.agents.cli_base import binary_version
+from ksi.agents.tested_versions import install_command, tested_cli, version_in
 from ksi.cli.common import echo_json
 from ksi.plugins import registry
 from ksi.registry import Registration
@@ -47,8 +48,13 @@ def agent_facts(reg: Registration, env: Mapping[str, str]) -> dict[str, Any]:
         "optional_env": list(getattr(cls, "optional_env", ()) or ()),
     }
     if binary:
-        path, version = binary_version(binary)
+        path, version = binary_version(binary, args=getattr(cls, "version_args", ("--version",)))
         facts.update(path=path, version=version, installed=path is not None)
+    tested = tested_cli(reg.name)
+    facts["tested_version"] = tested.version if tested else None
+    facts["tested_install_command"] = install_command(tested) if tested else None
+    found = version_in(facts["version"])
+    facts["version_tested"] = None if tested is None or found is None else found == tested.version
     check = getattr(cls, "check_credentials", None)
     if callable(check):
         result = check(env)

@@ -70,14 +70,30 @@ def _plugin_checks() -> list[Check]:
     ]
 
 
+def _version_check(facts: dict[str, Any]) -> Check:
+    """The binary found, the version it printed, and whether KSI was tested with it."""
+    name, tested = facts["name"], facts.get("tested_version")
+    found = f"{facts['path']} ({facts['version'] or 'version unknown'})"
+    if tested is None:
+        return Check(f"{name} binary", "ok", found)
+    if facts.get("version_tested"):
+        return Check(f"{name} binary", "ok", f"{found}; the version KSI was tested with")
+    return Check(
+        f"{name} binary",
+        "warn",
+        f"{found}; KSI was tested with {tested}, and the CLI's flags and output change "
+        "between versions",
+        str(facts.get("tested_install_command") or ""),
+    )
+
+
 def _agent_checks(facts: dict[str, Any], *, blocking: bool) -> list[Check]:
     bad = "fail" if blocking else "warn"
     name = facts["name"]
     checks = []
     if facts["binary"]:
         if facts["installed"]:
-            version = f" {facts['version']}" if facts["version"] else ""
-            checks.append(Check(f"{name} binary", "ok", f"{facts['path']}{version}"))
+            checks.append(_version_check(facts))
         else:
             checks.append(
                 Check(

@@ -152,6 +152,14 @@ def run_command(
     max_cost: Annotated[
         float | None, typer.Option(help="Stop launching attempts once spend reaches USD.")
     ] = None,
+    fail_fast: Annotated[
+        bool,
+        typer.Option(
+            "--fail-fast/--no-fail-fast",
+            help="Stop launching attempts after an agent's auth_error (running ones finish); "
+            "the run exits 3 either way when one happened.",
+        ),
+    ] = True,
     output_json: Annotated[Path | None, typer.Option(help="Write the JSON report here.")] = None,
     executor: ExecutorOption = "local",
     dry_run: Annotated[
@@ -229,6 +237,7 @@ def run_command(
         "retries": retries,
         "solved_threshold": solved_threshold,
         "max_cost_usd": max_cost,
+        "fail_fast_auth": fail_fast,
         "agent_env": list(agent_env or []),
         "output_json": str(output_json.resolve()) if output_json else None,
         "protect": list(protect or []),
@@ -270,6 +279,10 @@ def run_command(
     for problem in runner.observer_errors:
         typer.echo(f"warning: {printable(problem, multiline=True)}", err=True)
     _print_summary(summary)
+    if runner.auth_failure:
+        from ksi.errors import AgentAuthError
+
+        raise AgentAuthError(runner.auth_failure)
     if fail_on_error:
         _exit_on_errors(summary)
 
@@ -330,6 +343,7 @@ _PARAM_FIELDS = {
     "task_id": "task_ids",
     "exclude": "exclude_task_ids",
     "limit": "max_tasks",
+    "fail_fast": "fail_fast_auth",
 }
 
 

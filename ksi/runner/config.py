@@ -72,6 +72,7 @@ RESUME_RULES: dict[str, ResumeRule] = {
     "retries": ResumeRule(_FREE, "--retries"),
     "solved_threshold": ResumeRule(_FREE, "--solved-threshold"),
     "max_cost_usd": ResumeRule(_FREE, "--max-cost"),
+    "fail_fast_auth": ResumeRule(_FREE, "--fail-fast"),
     "agent_env": ResumeRule(_FREE, "--agent-env"),
     "eval_env": ResumeRule(_FREE, "--eval-env"),
     "eval_isolation": ResumeRule(_FREE, "--eval-isolation"),
@@ -113,6 +114,8 @@ class RunConfig:
     retries: int = 0
     solved_threshold: float = 1.0
     max_cost_usd: float | None = None
+    #: An attempt's ``auth_error`` stops the launching of new attempts (running ones finish).
+    fail_fast_auth: bool = True
     agent_env: list[str] = attrs.field(factory=list)
     #: Host variables the eval command gets besides the scrubbed environment.
     eval_env: list[str] = attrs.field(factory=list)

@@ -91,6 +91,12 @@ class RunPlan:
     concurrency: int
 
 
+def _auth_failed(record: AttemptRecord) -> bool:
+    """The agent could not authenticate: no fault of the attempt, so a resume (after the
+    key is fixed) runs it again, ``--retries`` or not; within one session it is not retried."""
+    return record.agent_status == "auth_error"
+
+
 class RunInterrupted(KsiError):
     """The user stopped the run; the journal holds every finished attempt."""
 
@@ -131,6 +137,12 @@ class Driver:
         self._disk = DiskFullWatch(self.layout.root)
         #: What this session did that the user must hear (an attempt directory kept aside...).
         self._warnings: list[str] = []
+        #: The attempts of this session that ended in ``auth_error``.
+        self._auth_failures: list[AttemptRecord] = []
+        #: Planned attempts not launched because an auth_error stopped the run.
+        self._not_started: list[str] = []
+        #: Set after run(): what ``ksi run`` must say (and exit 3 for) about auth errors.
+        self.auth_failure: str | None = None
 
     # -- setup ----------------------------------------------------------------
     def _load_tasks(self) -> tuple[list[TaskSpec], TaskSource | None]:
@@ -249,7 +261,7 @@ class Driver:
                 rec = latest.get((task.id, n))
                 if rec is None:
                     plan.append(PlannedAttempt(task, n, 0))
-                elif self._is_retryable(rec) or reruns_on_resume(rec):
+                elif self._is_retryable(rec) or reruns_on_resume(rec) or _auth_failed(rec):
                     plan.append(PlannedAttempt(task, n, rec.try_number + 1))
         return plan
 
@@ -369,12 +381,45 @@ class Driver:
         summary = self._finish(state, tasks)
         if self._disk.happened:
             raise self._disk.error(f"ksi run --resume --run-dir {self.layout.root}")
+        self.auth_failure = self._auth_failure_message() if self._auth_failures else None
         if self._interrupted:
             raise RunInterrupted(
                 f"run interrupted; {summary.n_attempts}/{total} attempts are in the journal. "
                 f"Resume with the same command (or: ksi run --resume --run-dir {self.layout.root})"
             )
         return summary
+
+    def _auth_failure_message(self) -> str:
+        """Which agent failed to authenticate, what to check, and the CLI's own words."""
+        first = self._auth_failures[0]
+        agent = self.parts.agent
+        variables = tuple(getattr(agent, "credential_env", ()) or ()) + tuple(
+            getattr(agent, "required_env", ()) or ()
+        )
+        given = [v for v in variables if os.environ.get(v, "").strip()]
+        check = given or list(variables)
+        lines = [
+            f"agent {first.agent!r} could not authenticate in "
+            f"{len(self._auth_failures)} attempt(s) (first: task {first.task_id}, "
+            f"attempt {first.attempt})",
+            f"  the CLI said: {first.error or '(nothing)'}",
+        ]
+        if check:
+            which = "the value of" if given else "set"
+            lines.append(f"  check: {which} {' / '.join(check)}")
+        if self._not_started:
+            unique = list(dict.fromkeys(self._not_started))
+            lines.append(
+                f"  not started ({len(self._not_started)} attempt(s)): {', '.join(unique[:10])}"
+                + (" ..." if len(unique) > 10 else "")
+            )
+        lines.append(
+            "  fix the credentials, then resume (the auth_error attempts run again): "
+            f"ksi run --resume --run-dir {self.layout.root}"
+        )
+        if self.config.fail_fast_auth:
+            lines.append("  (--no-fail-fast keeps launching attempts after an auth error)")
+        return "\n".join(lines)
 
     def _finish(self, state: RunState, tasks: list[TaskSpec]) -> RunSummary:
         # Complete when a resume would have nothing to do (a budget reached by
@@ -476,6 +521,10 @@ class Driver:
                     for _, _, job in waiting:  # no retry after a stop: its last try stands
                         self._finished(self._last.pop((job.task.id, job.attempt), None))
                     waiting.clear()
+                    if self._auth_failures:  # for the message: what the stop left out
+                        while next_planned is not None:
+                            self._not_started.append(next_planned.task.id)
+                            next_planned = next(planned, None)
                 if inflight == 0 and not waiting:
                     return
                 timeout = max(0.0, waiting[0][0] - time.monotonic()) if waiting else None
@@ -531,6 +580,14 @@ class Driver:
         if record.error_kind == DISK_FULL:
             self._note_full_disk(stopped=True)
         self._record(record)
+        if record.agent_status == "auth_error":
+            self._auth_failures.append(record)
+            if self.config.fail_fast_auth and not self._stopping:
+                self._stopping = True
+                self._stop_reason = (
+                    f"auth_error: agent {record.agent!r} could not authenticate "
+                    f"(task {record.task_id}); no new attempts launched"
+                )
         if self._is_retryable(record) and not self._stopping:
             delay = 0.0
             if record.agent_status in RETRYABLE_AGENT_STATUSES:
