@@ -20,10 +20,11 @@ Two families of hooks exist:
   class you provide. KSI validates the component, records which plugin
   registered it (shown by ``ksi plugins``) and reports a name clash naming
   both plugins.
-* lifecycle observers (``ksi_run_started``, ``ksi_attempt_finished``,
-  ``ksi_run_finished``): called as a run progresses, for reporting and
-  streaming results elsewhere. Their return values are ignored; an exception
-  in an observer is logged in the run and never loses an attempt.
+* lifecycle observers (``ksi_run_started``, ``ksi_generation_started``,
+  ``ksi_attempt_finished``, ``ksi_generation_finished``, ``ksi_run_finished``):
+  called as a run progresses, for reporting and streaming results elsewhere.
+  Their return values are ignored; an exception in an observer is logged in
+  the run and never loses an attempt.
 
 Hook arguments are passed by name and a hook implementation may accept any
 subset of them, so a hook can gain arguments without breaking plugins.
@@ -127,6 +128,38 @@ def ksi_register_executors(register: Register) -> None:
 
 
 @hookspec
+def ksi_register_strategies(register: Register) -> None:
+    """Register generation strategies: which tasks each generation of a run runs.
+
+    Called once, the first time KSI looks up a strategy (``--strategy``).
+
+    :param register: call ``register(StrategyClass)`` for each strategy,
+        following :class:`ksi.interfaces.Strategy`: ``plan(request)`` gets a
+        :class:`ksi.knowledge.models.PlanRequest` (each task's best score and
+        whether it is solved) and returns the task ids to run, or nothing to
+        stop. Built-ins: ``retry-unsolved`` (the default) and ``all``.
+    :returns: nothing.
+    """
+
+
+@hookspec
+def ksi_register_distillers(register: Register) -> None:
+    """Register distillers: what turns a generation's scored attempts into notes.
+
+    Called once, the first time KSI looks up a distiller (``--distiller``).
+
+    :param register: call ``register(DistillerClass)`` for each distiller,
+        following :class:`ksi.interfaces.Distiller`; it is instantiated with
+        the ``--distiller-option`` values as keyword arguments, and its
+        ``distill(request)`` gets a :class:`ksi.knowledge.models.DistillRequest`
+        (evidence from scored attempts only) and returns a
+        :class:`ksi.knowledge.models.DistillResult`. Built-ins: ``evidence``
+        (the default, no model) and ``agent``.
+    :returns: nothing.
+    """
+
+
+@hookspec
 def ksi_register_commands(cli: typer.Typer) -> None:
     """Add commands to the ``ksi`` command line.
 
@@ -160,6 +193,30 @@ def ksi_attempt_finished(run: RunInfo, record: AttemptRecord) -> None:
 
     :param run: the run it belongs to.
     :param record: the attempt's record exactly as journalled.
+    :returns: ignored.
+    """
+
+
+@hookspec
+def ksi_generation_started(run: RunInfo, generation: int, task_ids: tuple[str, ...]) -> None:
+    """A generation is about to launch its attempts (also called when a resume continues it).
+
+    :param run: the run.
+    :param generation: the generation's number (1 for the first).
+    :param task_ids: the tasks it runs, hold-outs included.
+    :returns: ignored.
+    """
+
+
+@hookspec
+def ksi_generation_finished(run: RunInfo, generation: int, knowledge: Any) -> None:
+    """A generation's attempts are journalled and its notes (if any) are stored.
+
+    :param run: the run.
+    :param generation: the generation's number.
+    :param knowledge: the :class:`ksi.knowledge.models.Knowledge` stored after it,
+        or ``None`` (no distillation: ``--knowledge none``, or the last generation
+        of a run of one).
     :returns: ignored.
     """
 

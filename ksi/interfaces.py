@@ -19,6 +19,7 @@ from ksi.models import EvalResult, Problem, TaskSpec, Usage
 from ksi.proc import ProcResult
 
 if TYPE_CHECKING:
+    from ksi.knowledge.models import DistillRequest, DistillResult, PlanRequest
     from ksi.runner.job import AttemptJob, JobOutcome
 
 #: How a process started by an environment ended: the one process-result type
@@ -30,12 +31,14 @@ __all__ = [
     "AgentContext",
     "AgentOutcome",
     "AttemptContext",
+    "Distiller",
     "Environment",
     "EnvironmentHandle",
     "Evaluator",
     "ExecResult",
     "Executor",
     "Invocation",
+    "Strategy",
     "TaskSource",
     "Usage",
 ]
@@ -311,4 +314,43 @@ class Executor(Protocol):
 
     def shutdown(self) -> None:
         """Release threads, processes or connections; called once, after the last outcome."""
+        ...
+
+
+class Strategy(Protocol):
+    """Plans each generation of a run: which tasks it runs, or that the run stops.
+
+    Hold-out tasks (``--holdout-task-ids``) are never in the request: they run
+    in every generation a strategy plans. See docs/generations.md.
+    """
+
+    name: ClassVar[str]
+    aliases: ClassVar[tuple[str, ...]]
+    description: ClassVar[str]
+
+    def plan(self, request: PlanRequest) -> Sequence[str]:
+        """The ids of the tasks generation ``request.generation`` runs (``--attempts`` each).
+
+        An empty answer stops the run before that generation. Called once per
+        generation: a resume reads the recorded plan, never asks again.
+        """
+        ...
+
+
+class Distiller(Protocol):
+    """Turns a generation's scored attempts into notes for the next generation.
+
+    It gets evidence KSI built from **scored** attempts only (never unscored
+    ones, never hold-out tasks) and the notes before it, and returns notes
+    that each cite the attempt ids they came from. If it raises, or returns
+    notes KSI cannot use, the generation falls back to the ``evidence``
+    distiller's notes and the run says so.
+    """
+
+    name: ClassVar[str]
+    aliases: ClassVar[tuple[str, ...]]
+    description: ClassVar[str]
+
+    def distill(self, request: DistillRequest) -> DistillResult:
+        """The notes for generation ``request.generation + 1`` onwards."""
         ...

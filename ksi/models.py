@@ -123,6 +123,16 @@ class Problem:
         return ": ".join(parts)
 
 
+def is_solved(score: float | None, threshold: float) -> bool:
+    """THE solved predicate of KSI: a score that reached the run's ``--solved-threshold``.
+
+    Summaries, progress, generation strategies and distillers all ask this one
+    function, so "solved" means the same thing everywhere (an unscored attempt,
+    ``None``, is never solved).
+    """
+    return score is not None and score >= threshold
+
+
 @attrs.frozen
 class EvalResult:
     """What an evaluator concluded about one workspace.
@@ -149,7 +159,7 @@ class EvalResult:
     @property
     def resolved(self) -> bool:
         """True when the attempt earned full marks (the original KSI's meaning)."""
-        return self.native_score is not None and self.native_score >= 1.0
+        return is_solved(self.native_score, 1.0)
 
     def as_dict(self) -> dict[str, Any]:
         """The original KSI's result dict, plus KSI's extra fields."""

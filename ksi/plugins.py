@@ -52,6 +52,8 @@ BUILTIN_HOOKS: dict[str, tuple[str, ...]] = {
     "ksi.environments.sandbox": ("ksi_register_environments",),
     "ksi.environments.docker": ("ksi_register_environments",),
     "ksi.executors.local": ("ksi_register_executors",),
+    "ksi.knowledge.strategies": ("ksi_register_strategies",),
+    "ksi.knowledge.evidence_distiller": ("ksi_register_distillers",),
     "ksi.observers.report": ("ksi_run_started", "ksi_attempt_finished", "ksi_run_finished"),
 }
 DEFAULT_PLUGINS: tuple[str, ...] = tuple(BUILTIN_HOOKS)
@@ -104,6 +106,8 @@ KINDS: dict[str, str] = {
     "agent": "ksi_register_agents",
     "environment": "ksi_register_environments",
     "executor": "ksi_register_executors",
+    "strategy": "ksi_register_strategies",
+    "distiller": "ksi_register_distillers",
 }
 
 ENTRY_POINT_GROUP = "ksi"
@@ -234,6 +238,8 @@ PROTOCOLS: dict[str, str] = {
     "agent": "Agent",
     "environment": "Environment",
     "executor": "Executor",
+    "strategy": "Strategy",
+    "distiller": "Distiller",
 }
 
 #: Protocol methods the runner treats as optional (it checks for them before calling).

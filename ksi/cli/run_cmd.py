@@ -41,6 +41,11 @@ from ksi.cli.common import (
 )
 from ksi.cli.config_file import ConfigOption
 from ksi.errors import UserInputError
+from ksi.knowledge.choices import (
+    DEFAULT_KNOWLEDGE_BUDGET,
+    KNOWLEDGE_CHOICES,
+    KNOWLEDGE_EVAL_OUTPUT_CHOICES,
+)
 from ksi.limits import MAX_TIMEOUT_SEC
 from ksi.text import printable
 
@@ -182,6 +187,75 @@ def run_command(
         bool,
         typer.Option("--fail-on-error", help="Exit 1 when any attempt ended in error (for CI)."),
     ] = False,
+    generations: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            rich_help_panel="Generations",
+            help="Generations to run; notes distilled from each are given to the next.",
+        ),
+    ] = 1,
+    strategy: Annotated[
+        str,
+        typer.Option(
+            rich_help_panel="Generations",
+            help="Which tasks a generation runs: retry-unsolved, all, or a plugin's.",
+        ),
+    ] = "retry-unsolved",
+    holdout_task_ids: Annotated[
+        list[str] | None,
+        typer.Option(
+            metavar="ID",
+            rich_help_panel="Generations",
+            help="Tasks run every generation, never learned from, reported apart "
+            "(repeatable; a,b works too).",
+        ),
+    ] = None,
+    knowledge: Annotated[
+        str,
+        typer.Option(
+            rich_help_panel="Generations",
+            help="notes (later generations read earlier notes) or none (the control arm).",
+        ),
+    ] = "notes",
+    distiller: Annotated[
+        str,
+        typer.Option(
+            rich_help_panel="Generations",
+            help="Who writes the notes: evidence (no model), agent, or a plugin's.",
+        ),
+    ] = "evidence",
+    distiller_option: Annotated[
+        list[str] | None,
+        typer.Option(
+            metavar="KEY=VALUE",
+            rich_help_panel="Generations",
+            help="A distiller option (repeatable), e.g. agent=claude-code.",
+        ),
+    ] = None,
+    knowledge_eval_output: Annotated[
+        str,
+        typer.Option(
+            rich_help_panel="Generations",
+            help="tail: failing attempts' eval output goes into the notes; none: never "
+            "(eval output that would reveal hidden tests).",
+        ),
+    ] = "tail",
+    knowledge_budget: Annotated[
+        int,
+        typer.Option(
+            min=256,
+            rich_help_panel="Generations",
+            help="Most bytes of notes one attempt receives (KNOWLEDGE.md).",
+        ),
+    ] = DEFAULT_KNOWLEDGE_BUDGET,
+    seed_knowledge: Annotated[
+        Path | None,
+        typer.Option(
+            rich_help_panel="Generations",
+            help="Start from the notes of a bundle (ksi knowledge export).",
+        ),
+    ] = None,
 ) -> None:
     """Run an agent on every task, grade every attempt, and print the summary.
 
@@ -203,6 +277,7 @@ def run_command(
     from ksi.runner.layout import RunLayout
     from ksi.runner.run_state import load_run_state
     from ksi.runner.safety import EVAL_ISOLATION_CHOICES
+    from ksi.tasks.selection import split_patterns
 
     path = tasks_path_of(tasks, tasks_path)
     selection = task_selection(task_id, exclude, limit)
@@ -241,6 +316,17 @@ def run_command(
         "agent_env": list(agent_env or []),
         "output_json": str(output_json.resolve()) if output_json else None,
         "protect": list(protect or []),
+        "generations": generations,
+        "strategy": strategy,
+        "holdout_task_ids": list(split_patterns(holdout_task_ids)) or None,
+        "knowledge": _check_choice("--knowledge", knowledge, KNOWLEDGE_CHOICES),
+        "distiller": distiller,
+        "distiller_options": parse_key_values(distiller_option or [], "--distiller-option"),
+        "knowledge_eval_output": _check_choice(
+            "--knowledge-eval-output", knowledge_eval_output, KNOWLEDGE_EVAL_OUTPUT_CHOICES
+        ),
+        "knowledge_budget_bytes": knowledge_budget,
+        "seed_knowledge": str(seed_knowledge.resolve()) if seed_knowledge else None,
     }
     if resume:
         # The stored configuration, with whatever this command line gives on top
@@ -344,6 +430,8 @@ _PARAM_FIELDS = {
     "exclude": "exclude_task_ids",
     "limit": "max_tasks",
     "fail_fast": "fail_fast_auth",
+    "distiller_option": "distiller_options",
+    "knowledge_budget": "knowledge_budget_bytes",
 }
 
 

@@ -163,6 +163,19 @@ def _agent_timeout(job: AttemptJob) -> float:
     return value if value is not None else DEFAULT_AGENT_TIMEOUT_SEC
 
 
+def _prompt(job: AttemptJob, workspace_path: str) -> str:
+    """The task's prompt, plus one line per context file that asks to be pointed at."""
+    from ksi.tasks.prompts import agent_prompt
+
+    prompt = agent_prompt(job.task)
+    pointers = [
+        item.prompt_pointer.replace("{path}", f"{workspace_path.rstrip('/')}/{item.path}")
+        for item in job.context_files
+        if item.prompt_pointer
+    ]
+    return "\n\n".join([prompt, *pointers]) if pointers else prompt
+
+
 class _Attempt:
     """The steps of one attempt; an object only to keep their shared values in one place."""
 
@@ -189,6 +202,8 @@ class _Attempt:
             "model": job.settings.model,
             "attempt_dir": os.path.relpath(job.attempt_dir(), job.run_dir),
             "started_at": now(),
+            "generation": job.generation,
+            "knowledge": job.knowledge,
         }
 
     def run(self) -> AttemptRecord:
@@ -212,10 +227,6 @@ class _Attempt:
                 path = workspace / item.path
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_text(item.content, encoding="utf-8")
-            from ksi.tasks.prompts import agent_prompt
-
-            prompt = agent_prompt(job.task)
-            (attempt_dir / "prompt.md").write_text(prompt, encoding="utf-8")
             self.times["seed"] = time.monotonic() - t
 
             actx = AttemptContext(
@@ -230,6 +241,10 @@ class _Attempt:
             handle = parts.environment.start(actx)
             self.token.track(handle)
             ws_path = str(handle.workspace_path)
+            # Written once the environment says where the workspace is: a context
+            # file's pointer names the file as the agent sees it.
+            prompt = _prompt(job, ws_path)
+            (attempt_dir / "prompt.md").write_text(prompt, encoding="utf-8")
             # Tasks that work in the image's own directory (Harbor's /app) say so.
             workdir = job.task.runtime.workdir
             ctx = AgentContext(

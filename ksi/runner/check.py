@@ -22,7 +22,7 @@ from ksi.plugins import registry
 from ksi.runner.attention import capture_changes
 from ksi.runner.config import RunConfig
 from ksi.runner.driver import Driver
-from ksi.runner.models import RunSummary
+from ksi.runner.models import RunSummary, is_solved
 from ksi.tasks.loaders import get_task_source
 from ksi.tasks.selection import TaskSelection
 
@@ -129,9 +129,9 @@ def check_tasks(
             pass  # listed as not checked, with the reason
         elif o is None:
             problems.append("its solution could not be graded (unscored: no eval, eval timeout?)")
-        elif o < 1.0:
+        elif not is_solved(o, 1.0):
             problems.append(f"unsolvable by its own solution (oracle scored {o:.2f})")
-        if n is not None and n >= 1.0:
+        if is_solved(n, 1.0):
             problems.append("passes with no work (nop scored 1.00)")
         checks.append(
             TaskCheck(

@@ -18,6 +18,11 @@ from typing import Any
 
 import attrs
 
+from ksi.knowledge.choices import (
+    DEFAULT_KNOWLEDGE_BUDGET,
+    KNOWLEDGE_CHOICES,
+    KNOWLEDGE_EVAL_OUTPUT_CHOICES,
+)
 from ksi.limits import timeout_problem
 from ksi.models import TaskSpec
 from ksi.protected_files import glob_problem
@@ -79,7 +84,21 @@ RESUME_RULES: dict[str, ResumeRule] = {
     "log_cap_bytes": ResumeRule(_FREE, "log_cap_bytes="),
     "capture_max_file_bytes": ResumeRule(_FREE, "capture_max_file_bytes="),
     "output_json": ResumeRule(_FREE, "--output-json"),
+    # Generations: more may be added; what each one runs and learns from must not change.
+    "generations": ResumeRule(_GROW, "--generations"),
+    "strategy": ResumeRule(_MATCH, "--strategy"),
+    "holdout_task_ids": ResumeRule(_MATCH, "--holdout-task-ids"),
+    "knowledge": ResumeRule(_MATCH, "--knowledge"),
+    "distiller": ResumeRule(_MATCH, "--distiller"),
+    "distiller_options": ResumeRule(_MATCH, "--distiller-option"),
+    "knowledge_eval_output": ResumeRule(_MATCH, "--knowledge-eval-output"),
+    "knowledge_budget_bytes": ResumeRule(_MATCH, "--knowledge-budget"),
+    "seed_knowledge": ResumeRule(_FREE, "--seed-knowledge"),
+    "seed_knowledge_sha256": ResumeRule(_MATCH, "--seed-knowledge"),
 }
+#: Settings that must match once a run has several generations: generation g's attempt
+#: numbers follow from --attempts, and which tasks the next one runs from the threshold.
+MULTI_GENERATION_MATCH = ("attempts", "solved_threshold")
 
 
 def default_concurrency() -> int:
@@ -126,11 +145,36 @@ class RunConfig:
     #: Globs of files under repo/ that capture protects like test files (``--protect``).
     protect: list[str] = attrs.field(factory=list)
     output_json: str | None = None
+    #: How many generations to run (1: a plain run). See docs/generations.md.
+    generations: int = 1
+    #: Which tasks each generation runs (``ksi_register_strategies``).
+    strategy: str = "retry-unsolved"
+    #: Tasks run in every generation, never learned from, reported apart.
+    holdout_task_ids: list[str] | None = None
+    #: ``notes`` (later generations get earlier ones' notes) or ``none`` (the control arm).
+    knowledge: str = "notes"
+    #: Who writes the notes after a generation (``ksi_register_distillers``).
+    distiller: str = "evidence"
+    distiller_options: dict[str, str] = attrs.field(factory=dict)
+    #: ``tail``: failing attempts' eval output tails go into the notes; ``none``: never.
+    knowledge_eval_output: str = "tail"
+    #: The most bytes of notes one attempt receives (the one size budget).
+    knowledge_budget_bytes: int = DEFAULT_KNOWLEDGE_BUDGET
+    #: A knowledge bundle (``ksi knowledge export``) the first generation starts from.
+    seed_knowledge: str | None = None
+    #: The bundle's SHA-256, recorded when the run starts (a resume must find the same one).
+    seed_knowledge_sha256: str | None = None
 
     def problems(self) -> list[str]:
         """What is out of range (the CLI checks its flags; ``ksi.run()`` callers get this)."""
         out = []
-        for name, least in (("attempts", 1), ("concurrency", 1), ("retries", 0)):
+        for name, least in (
+            ("attempts", 1),
+            ("concurrency", 1),
+            ("retries", 0),
+            ("generations", 1),
+            ("knowledge_budget_bytes", 256),
+        ):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < least:
                 out.append(f"{name}: expected an integer >= {least}, got {value!r}")
@@ -153,6 +197,18 @@ class RunConfig:
                 f"eval_isolation: expected 'auto', 'none' or 'sandbox', got {self.eval_isolation!r}"
             )
         out.extend(f"protect (--protect): {why}" for g in self.protect if (why := glob_problem(g)))
+        if self.knowledge not in KNOWLEDGE_CHOICES:
+            out.append(f"knowledge: expected 'notes' or 'none', got {self.knowledge!r}")
+        if self.knowledge_eval_output not in KNOWLEDGE_EVAL_OUTPUT_CHOICES:
+            out.append(
+                f"knowledge_eval_output: expected 'tail' or 'none', got "
+                f"{self.knowledge_eval_output!r}"
+            )
+        if self.knowledge == "none" and self.seed_knowledge:
+            out.append(
+                "seed_knowledge: a knowledge bundle cannot seed a run with knowledge 'none' "
+                "(the control arm gets no notes); drop one of the two"
+            )
         return out
 
     @property
@@ -199,13 +255,15 @@ def resume_mismatches(
     """
     problems = []
     new = attrs.asdict(config)
+    several = config.generations > 1 or int(stored.config.get("generations") or 1) > 1
     for name, rule in RESUME_RULES.items():
         if name not in stored.config:
             continue  # the run predates this setting: nothing to compare
         old, value = stored.config.get(name), new.get(name)
-        if rule.change is Change.FREE or old == value or (_unset(old) and _unset(value)):
+        change = Change.MATCH if several and name in MULTI_GENERATION_MATCH else rule.change
+        if change is Change.FREE or old == value or (_unset(old) and _unset(value)):
             continue
-        if rule.change is Change.GROW:
+        if change is Change.GROW:
             if old is None or (isinstance(value, int) and value >= old):
                 continue
             problems.append(

@@ -28,6 +28,8 @@ import attrs
 from ksi._version import __version__
 from ksi.errors import KsiError, KsiWarning, RunError, UserInputError
 from ksi.interfaces import Executor, TaskSource
+from ksi.knowledge.models import Knowledge, PlanRequest
+from ksi.knowledge.store import read_knowledge
 from ksi.models import TaskSpec
 from ksi.plugins import get_plugins
 from ksi.runner.attempt import RETRYABLE_AGENT_STATUSES, forget_components, use_components
@@ -49,10 +51,34 @@ from ksi.runner.diskfull import (
     wipe_after_disk_full,
 )
 from ksi.runner.envscrub import agent_optional_env, missing_required, scrubbed_env
-from ksi.runner.job import AttemptJob, AttemptSettings, ComponentSpec, JobOutcome
+from ksi.runner.generation_setup import (
+    distillation_spend,
+    grow_progress,
+    plan_tasks,
+    resolve_generation_parts,
+    store_seed,
+)
+from ksi.runner.generations import (
+    attempt_numbers,
+    context_for,
+    distill,
+    generation_of,
+    knowledge_for,
+    needs_distillation,
+    task_states,
+)
+from ksi.runner.job import AttemptJob, AttemptSettings, ComponentSpec, ContextFile, JobOutcome
 from ksi.runner.journal import Journal, latest_by_attempt, read_records, spending_records
 from ksi.runner.layout import RunLayout, clear_attempt_dir
-from ksi.runner.models import AttemptRecord, RunInfo, RunSummary, Timings
+from ksi.runner.models import (
+    AttemptRecord,
+    KnowledgeRef,
+    RunInfo,
+    RunSummary,
+    Timings,
+    is_solved,
+)
+from ksi.runner.phases import PhaseEvent, Phases, append_phase
 from ksi.runner.progress import NullProgress, Progress
 from ksi.runner.run_state import RunState, load_run_state, now, save_run_state
 from ksi.runner.safety import credential_warning
@@ -143,6 +169,9 @@ class Driver:
         self._not_started: list[str] = []
         #: Set after run(): what ``ksi run`` must say (and exit 3 for) about auth errors.
         self.auth_failure: str | None = None
+        #: Task id -> the knowledge files (and their reference) of the current generation.
+        self._context: dict[str, tuple[tuple[ContextFile, ...], KnowledgeRef | None]] = {}
+        self._complete = False
 
     # -- setup ----------------------------------------------------------------
     def _load_tasks(self) -> tuple[list[TaskSpec], TaskSource | None]:
@@ -253,11 +282,14 @@ class Driver:
     def _is_retryable(self, rec: AttemptRecord) -> bool:
         return rec.retryable and rec.try_number < self.config.retries
 
-    def _plan(self, tasks: list[TaskSpec], records: list[AttemptRecord]) -> list[PlannedAttempt]:
+    def _plan(
+        self, tasks: Sequence[TaskSpec], records: list[AttemptRecord], generation: int = 1
+    ) -> list[PlannedAttempt]:
+        """What is missing of ``generation`` for ``tasks`` (its attempt numbers only)."""
         latest = latest_by_attempt(records)
         plan = []
         for task in tasks:
-            for n in range(1, self.config.attempts + 1):
+            for n in attempt_numbers(generation, self.config.attempts):
                 rec = latest.get((task.id, n))
                 if rec is None:
                     plan.append(PlannedAttempt(task, n, 0))
@@ -277,6 +309,7 @@ class Driver:
         self.layout.check_tasks(tasks, self.config.tasks_path or "tasks")
         self.specs = self._component_specs(source)
         cfg = self.config
+        self.loop = resolve_generation_parts(cfg, tasks, self.layout.root)
         self.parts: Components = resolve_components(
             *self.specs,
             eval_isolation=cfg.eval_isolation,
@@ -348,7 +381,7 @@ class Driver:
         self.journal = Journal(self.layout.journal)
         records = list(self.journal.contents.records)
         self._spent_usd = sum(float(r.usage.cost_usd or 0.0) for r in spending_records(records))
-        plan = self._plan(tasks, records)
+        self._spent_usd += distillation_spend(self.layout.root)
         self.info = RunInfo(
             run_id=self.run_id,
             run_dir=self.layout.root,
@@ -357,17 +390,13 @@ class Driver:
             attempts_per_task=self.config.attempts,
         )
         self._job_base = self._job_template()
-        total = len(tasks) * self.config.attempts
+        self._complete = False
+        self._total = 0
         try:
             if resumed:
                 self.parts.environment.cleanup(self.run_id)
             self._observe("ksi_run_started", run=self.info)
-            self.progress.start(
-                total, total - len(plan), self._solved_task_ids(records), n_tasks=len(tasks)
-            )
-            if self._over_budget():
-                plan = []  # resumed at or past --max-cost: launch nothing
-            self._execute(plan)
+            self._complete = self._run_generations(tasks, records)
         except KeyboardInterrupt:
             self._interrupted = True
             self._stop_reason = "interrupted"
@@ -384,7 +413,7 @@ class Driver:
         self.auth_failure = self._auth_failure_message() if self._auth_failures else None
         if self._interrupted:
             raise RunInterrupted(
-                f"run interrupted; {summary.n_attempts}/{total} attempts are in the journal. "
+                f"run interrupted; {summary.n_attempts}/{self._total} attempts are in the journal. "
                 f"Resume with the same command (or: ksi run --resume --run-dir {self.layout.root})"
             )
         return summary
@@ -421,14 +450,125 @@ class Driver:
             lines.append("  (--no-fail-fast keeps launching attempts after an auth error)")
         return "\n".join(lines)
 
+    def _run_generations(self, tasks: list[TaskSpec], records: list[AttemptRecord]) -> bool:
+        """Run the generations still to run; True when the run is complete.
+
+        Each generation is planned (or its recorded plan read back), its missing
+        attempts run, then it is distilled; a stop (``--max-cost``, a full disk)
+        ends the loop before the distillation of an unfinished generation.
+        """
+        cfg, root = self.config, self.layout.root
+        by_id = {t.id: t for t in tasks}
+        holdouts = tuple(t for t in by_id if t in set(cfg.holdout_task_ids or ()))
+        learning = tuple(t for t in by_id if t not in set(holdouts))
+        if self.loop.seed is not None and not (root / "knowledge" / "0").exists():
+            store_seed(root, self.loop.seed)
+        started_progress = False
+        for generation in range(1, cfg.generations + 1):
+            phases = Phases.read(root)
+            event = phases.started.get(generation)
+            if event is None:
+                if self._stopping or self._over_budget():
+                    return False
+                states = task_states(records, learning, cfg.solved_threshold)
+                request = PlanRequest(generation, states, cfg.attempts, cfg.solved_threshold)
+                planned = plan_tasks(self.loop.strategy, self.loop.strategy_name, request, learning)
+                if not planned:
+                    return True  # the strategy has nothing left to run
+                notes = knowledge_for(root, generation, cfg)
+                event = PhaseEvent(
+                    "started",
+                    generation,
+                    task_ids=(*planned, *holdouts),
+                    holdout_task_ids=holdouts,
+                    knowledge_from=None if notes is None else notes.generation,
+                )
+                append_phase(root, event)
+            else:
+                notes = knowledge_for(root, generation, cfg)
+            gen_tasks = [by_id[t] for t in event.task_ids if t in by_id]
+            self._context = {
+                t.id: context_for(notes, t.id, cfg.knowledge_budget_bytes) for t in gen_tasks
+            }
+            plan = self._plan(gen_tasks, records, generation)
+            total = len(gen_tasks) * cfg.attempts
+            self._total += total
+            if not started_progress:
+                self.progress.start(
+                    total, total - len(plan), self._solved_task_ids(records), n_tasks=len(tasks)
+                )
+                started_progress = True
+            else:
+                grow_progress(self.progress, total, total - len(plan))
+            self._observe(
+                "ksi_generation_started",
+                run=self.info,
+                generation=generation,
+                task_ids=event.task_ids,
+            )
+            if plan and not self._over_budget():
+                self._execute(plan)
+            records = read_records(self.layout.journal)
+            if self._plan(gen_tasks, records, generation):
+                return False  # stopped (--max-cost, a full disk) before the generation ended
+            knowledge = self._distill_phase(generation, records, by_id, phases)
+            if knowledge is False:
+                return False
+            self._observe(
+                "ksi_generation_finished",
+                run=self.info,
+                generation=generation,
+                knowledge=knowledge,
+            )
+        if not started_progress:
+            self.progress.start(0, 0)
+        return True
+
+    def _distill_phase(
+        self,
+        generation: int,
+        records: list[AttemptRecord],
+        by_id: dict[str, TaskSpec],
+        phases: Phases,
+    ) -> Knowledge | bool | None:
+        """Distil ``generation`` unless recorded as done; False when the budget stops it."""
+        root, cfg = self.layout.root, self.config
+        done = phases.distilled.get(generation)
+        if done is not None:
+            return read_knowledge(root, generation)
+        skipped = needs_distillation(generation, cfg)
+        if skipped:
+            append_phase(root, PhaseEvent("distilled", generation, skipped=skipped))
+            return None
+        if self._over_budget():
+            return False
+        knowledge = distill(
+            run_dir=root,
+            generation=generation,
+            records=records,
+            prompts={t: task.prompt for t, task in by_id.items()},
+            config=cfg,
+            distiller=self.loop.distiller,
+            distiller_name=self.loop.distiller_name,
+            agent_env=self._job_base.agent_env,
+        )
+        if knowledge.fallback:
+            self._warnings.append(f"generation {generation}: {knowledge.fallback}")
+        append_phase(
+            root,
+            PhaseEvent(
+                "distilled", generation, distiller=knowledge.distiller, fallback=knowledge.fallback
+            ),
+        )
+        if knowledge.usage.cost_usd is not None:
+            self._spent_usd += float(knowledge.usage.cost_usd)
+        return knowledge
+
     def _finish(self, state: RunState, tasks: list[TaskSpec]) -> RunSummary:
-        # Complete when a resume would have nothing to do (a budget reached by
-        # the last attempt stopped nothing).
-        records = read_records(self.layout.journal)
-        remaining = self._plan(tasks, records)
-        # Tasks of the run this session left out (--task-id...) count too: the run is
-        # complete only when each of its tasks has every attempt.
-        latest = latest_by_attempt(records)
+        # Complete when the loop finished (a budget reached by the last attempt stopped
+        # nothing) and no task of the run this session left out (--task-id...) lacks
+        # an attempt of generation 1.
+        latest = latest_by_attempt(read_records(self.layout.journal))
         session = {t.id for t in tasks}
         missing_elsewhere = any(
             (task_id, n) not in latest
@@ -436,7 +576,7 @@ class Driver:
             if task_id not in session
             for n in range(1, self.config.attempts + 1)
         )
-        complete = not self._interrupted and not remaining and not missing_elsewhere
+        complete = not self._interrupted and self._complete and not missing_elsewhere
         finished = state.finished_session(complete=complete, stopped_reason=self._stop_reason)
         if not save_unless_disk_full(self.layout.run_json, to_data(finished)):
             self._note_full_disk()
@@ -484,7 +624,16 @@ class Driver:
         )
 
     def _job(self, task: TaskSpec, attempt: int, try_number: int) -> AttemptJob:
-        return attrs.evolve(self._job_base, task=task, attempt=attempt, try_number=try_number)
+        files, ref = self._context.get(task.id, ((), None))
+        return attrs.evolve(
+            self._job_base,
+            task=task,
+            attempt=attempt,
+            try_number=try_number,
+            generation=generation_of(attempt, self.config.attempts),
+            context_files=files,
+            knowledge=ref,
+        )
 
     # -- scheduling -----------------------------------------------------------
     def _execute(self, plan: list[PlannedAttempt]) -> None:
@@ -603,14 +752,15 @@ class Driver:
     def _solved_task_ids(self, records: list[AttemptRecord]) -> set[str]:
         """Tasks the journal already shows solved (a resume's progress starts from them)."""
         threshold = self.config.solved_threshold
-        return {r.task_id for r in records if r.score is not None and r.score >= threshold}
+        return {r.task_id for r in records if is_solved(r.score, threshold)}
 
     def _finished(self, record: AttemptRecord | None) -> None:
         """The last try of a (task, attempt): one step of the progress bar."""
         if record is None:
             return
-        solved = record.score is not None and record.score >= self.config.solved_threshold
-        self.progress.attempt_finished(record, solved)
+        self.progress.attempt_finished(
+            record, is_solved(record.score, self.config.solved_threshold)
+        )
 
     def _error_record(self, job: AttemptJob, error: str) -> AttemptRecord:
         parts = self.parts

@@ -22,7 +22,7 @@ import attrs
 
 from ksi.models import TaskSpec
 from ksi.runner.layout import RunLayout
-from ksi.runner.models import AttemptRecord
+from ksi.runner.models import AttemptRecord, KnowledgeRef
 
 ComponentKind = Literal["agent", "environment", "evaluator"]
 
@@ -73,6 +73,9 @@ class ContextFile:
 
     path: str = attrs.field()
     content: str = ""
+    #: A sentence added to the agent's prompt about this file; ``{path}`` becomes the
+    #: file's path as the agent sees it ("" adds nothing).
+    prompt_pointer: str = ""
 
     @path.validator
     def _check(self, _: Any, value: str) -> None:
@@ -114,6 +117,10 @@ class AttemptJob:
     eval_env: Mapping[str, str]
     #: Files to place beside ``repo/`` (filled by generations; empty otherwise).
     context_files: tuple[ContextFile, ...] = ()
+    #: The generation this attempt belongs to (journalled on its record).
+    generation: int = 1
+    #: Which notes ``context_files`` hold (journalled on its record; None: no notes).
+    knowledge: KnowledgeRef | None = None
 
     @property
     def key(self) -> tuple[str, int, int]:

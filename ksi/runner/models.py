@@ -13,6 +13,7 @@ from typing import Any
 import attrs
 
 from ksi.models import EvalResult, Usage
+from ksi.models import is_solved as is_solved  # the one solved predicate, for the runner
 
 #: Attempt statuses. ``scored``: the evaluator gave a score. ``unscored``: the
 #: evaluator could not score it (eval timeout, missing workspace, no eval
@@ -20,6 +21,18 @@ from ksi.models import EvalResult, Usage
 #: (auth, rate limit, crash before doing anything). ``error``: KSI itself failed
 #: on this attempt (environment could not start...).
 ATTEMPT_STATUSES = ("scored", "unscored", "agent_error", "error")
+
+
+@attrs.frozen
+class KnowledgeRef:
+    """Which notes an attempt was given (``KNOWLEDGE.md`` beside its ``repo/``)."""
+
+    #: The generation whose stored notes these are (0: notes seeded with ``--seed-knowledge``).
+    generation: int
+    #: The ids of the notes rendered into the file (after the size budget).
+    note_ids: tuple[str, ...] = ()
+    #: SHA-256 of the ``KNOWLEDGE.md`` text the attempt received.
+    sha256: str = ""
 
 
 @attrs.frozen
@@ -88,6 +101,8 @@ class AttemptRecord:
     #: The generation the attempt belongs to (1 in a run of one generation, and in
     #: records written before generations existed).
     generation: int = 1
+    #: The notes of earlier generations the attempt was given (None: none).
+    knowledge: KnowledgeRef | None = None
 
 
 @attrs.frozen

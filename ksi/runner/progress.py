@@ -103,6 +103,12 @@ class PlainProgress(_Counts):
         self._begin(total, already_done, solved_tasks, n_tasks)
         self._print()
 
+    def grow(self, total: int, already_done: int) -> None:
+        """Another generation's attempts join the count."""
+        with self.lock:
+            self.total += total
+            self.done += already_done
+
     def attempt_started(self) -> None:
         with self.lock:
             self.running += 1
@@ -160,6 +166,13 @@ class RichProgress(_Counts):
         self._task = self._bar.add_task(
             "run", total=total, completed=already_done, solved=self.solved_text(), running=0
         )
+
+    def grow(self, total: int, already_done: int) -> None:
+        """Another generation's attempts join the bar."""
+        with self.lock:
+            self.total += total
+            self.done += already_done
+            self._bar.update(self._task, total=self.total, completed=self.done)
 
     def attempt_started(self) -> None:
         with self.lock:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from ksi.runner.journal import journal_warnings, latest_by_attempt, read_journal, spending_records
 from ksi.runner.layout import RunLayout
-from ksi.runner.models import AttemptRecord, RunSummary, TaskSummary
+from ksi.runner.models import AttemptRecord, RunSummary, TaskSummary, is_solved
 from ksi.runner.run_state import load_run_state
 
 
@@ -65,7 +65,7 @@ def summarize(
     for task_id in task_ids:
         recs = by_task.get(task_id, [])
         scores = [r.score for r in recs if r.status == "scored" and r.score is not None]
-        successes = sum(1 for s in scores if s >= solved_threshold)
+        successes = sum(1 for s in scores if is_solved(s, solved_threshold))
         best = max(scores) if scores else None
         task_pass: float | None = None
         for k in ks:
@@ -84,7 +84,7 @@ def summarize(
                 unscored=sum(1 for r in recs if r.status == "unscored"),
                 errors=sum(1 for r in recs if r.status in ("error", "agent_error")),
                 best_score=best,
-                solved=best is not None and best >= solved_threshold,
+                solved=is_solved(best, solved_threshold),
                 successes=successes,
                 pass_at_k=task_pass,
                 cost_usd=sum(known_costs) if known_costs else None,

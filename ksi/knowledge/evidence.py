@@ -1,0 +1,135 @@
+"""Evidence for a distiller, read off a generation's attempts: **scored ones only**.
+
+This module is the one place that decides what a distiller may see, so the
+rule the task spec states ("an unscored attempt is excluded from best-score
+tracking, distillation, and forum context") holds for every distiller,
+built-in or not: a record whose status is not ``scored`` never becomes
+evidence, and neither does a hold-out task's attempt (hold-outs measure
+transfer; learning from them would spoil the measurement).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+
+from ksi.knowledge.models import AttemptEvidence, TaskEvidence
+from ksi.models import is_solved
+from ksi.runner.journal import latest_by_attempt
+from ksi.runner.models import AttemptRecord
+
+#: Lines starting like this in diff.patch name the files an attempt touched.
+_DIFF_HEADER = "diff --git a/"
+
+
+def scored(records: Iterable[AttemptRecord]) -> list[AttemptRecord]:
+    """The records evidence may come from: the last try of each attempt, and scored.
+
+    Regraded attempts count with their newest score; a try that was retried
+    is superseded by its retry.
+    """
+    latest = latest_by_attempt(list(records))
+    return [
+        r
+        for r in sorted(latest.values(), key=lambda r: (r.generation, r.attempt))
+        if r.status == "scored" and r.score is not None
+    ]
+
+
+def files_touched(diff: str) -> tuple[str, ...]:
+    """The paths a ``diff.patch`` changes, in its order."""
+    out = []
+    for line in diff.splitlines():
+        if line.startswith(_DIFF_HEADER):
+            rest = line[len(_DIFF_HEADER) :]
+            out.append(rest.split(" b/", 1)[0])
+    return tuple(out)
+
+
+def _read(path: Path, limit: int) -> str:
+    """At most ``limit`` bytes of a text file (the start: a diff's headers come first)."""
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(limit + 1)
+    except OSError:
+        return ""
+    text = data[:limit].decode("utf-8", "replace")
+    return text + "\n# ksi: cut to the knowledge budget\n" if len(data) > limit else text
+
+
+def _tail(text: str, limit: int) -> str:
+    data = text.encode("utf-8")
+    if len(data) <= limit:
+        return text
+    return "..." + data[-limit:].decode("utf-8", "replace")
+
+
+def eval_output_tail(record: AttemptRecord, limit: int) -> str:
+    """The end of the eval command's output (stdout, then stderr) as the record keeps it."""
+    result = record.eval
+    if result is None:
+        return ""
+    parts = [p.strip() for p in (result.stdout_tail, result.stderr_tail) if p and p.strip()]
+    return _tail("\n".join(parts), limit)
+
+
+def build_evidence(
+    records: Sequence[AttemptRecord],
+    *,
+    generation: int,
+    run_dir: Path,
+    prompts: Mapping[str, str],
+    holdouts: Iterable[str],
+    solved_threshold: float,
+    budget_bytes: int,
+    eval_output: bool,
+) -> tuple[TaskEvidence, ...]:
+    """Evidence of generation ``generation`` per task, from scored, non-hold-out attempts.
+
+    Each piece is cut to a share of the one budget (``budget_bytes``): a diff
+    to half of it, an eval output tail or a final message to an eighth.
+    ``eval_output=False`` (``--knowledge-eval-output none``) leaves eval output
+    out entirely, for tasks whose eval output would reveal hidden tests.
+    """
+    held = set(holdouts)
+    usable = [r for r in scored(records) if r.task_id not in held and r.generation <= generation]
+    history: dict[str, list[tuple[int, str, float]]] = defaultdict(list)
+    current: dict[str, list[AttemptRecord]] = defaultdict(list)
+    for rec in usable:
+        assert rec.score is not None  # scored() keeps only scored records
+        history[rec.task_id].append((rec.generation, rec.attempt_dir, rec.score))
+        if rec.generation == generation:
+            current[rec.task_id].append(rec)
+    piece = max(64, budget_bytes // 8)
+    out = []
+    for task_id in sorted(current):
+        recs = sorted(current[task_id], key=lambda r: (-(r.score or 0.0), r.attempt))
+        attempts = []
+        for n, rec in enumerate(recs):
+            score = float(rec.score or 0.0)
+            solved = is_solved(score, solved_threshold)
+            diff_path = run_dir / rec.attempt_dir / "diff.patch"
+            full_diff = _read(diff_path, 4 * budget_bytes)
+            attempts.append(
+                AttemptEvidence(
+                    attempt_id=rec.attempt_dir,
+                    generation=rec.generation,
+                    attempt=rec.attempt,
+                    score=score,
+                    solved=solved,
+                    final_message=_tail(rec.final_message.strip(), piece),
+                    eval_output=eval_output_tail(rec, piece) if eval_output and not solved else "",
+                    files_touched=files_touched(full_diff),
+                    diff=_read(diff_path, budget_bytes // 2) if n == 0 else "",
+                )
+            )
+        out.append(
+            TaskEvidence(
+                task_id=task_id,
+                prompt=prompts.get(task_id, ""),
+                attempts=tuple(attempts),
+                score_history=tuple(history[task_id]),
+            )
+        )
+    return tuple(out)

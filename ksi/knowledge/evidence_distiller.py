@@ -1,0 +1,119 @@
+"""The ``evidence`` distiller: notes made of facts, with no model (deterministic, offline).
+
+Per task: the score history, the eval output of each failing attempt (what
+the tests said), the best attempt's diff, the agent's final messages and the
+files each attempt touched. One shared note says which tasks were solved.
+Notes of tasks this generation did not run are carried forward, so a task's
+notes survive a generation that skipped it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import ClassVar
+
+from ksi.hookspecs import Register, hookimpl
+from ksi.knowledge.models import DistillRequest, DistillResult, Note, TaskEvidence
+
+
+def _history_text(task: TaskEvidence) -> str:
+    lines = [
+        f"- generation {g}, {attempt}: score {score:.2f}"
+        for g, attempt, score in task.score_history
+    ]
+    return "Scores so far (scored attempts only):\n" + "\n".join(lines)
+
+
+def _task_notes(task: TaskEvidence, generation: int) -> Iterator[tuple[str, str, tuple[str, ...]]]:
+    """``(kind, text, attempt ids)`` for one task, most useful first."""
+    yield "score_history", _history_text(task), tuple(a for _, a, _ in task.score_history)
+    for ev in task.attempts:
+        if ev.eval_output:
+            yield (
+                "eval_output",
+                f"The eval output of {ev.attempt_id} (score {ev.score:.2f}) ends with:\n"
+                f"```\n{ev.eval_output}\n```",
+                (ev.attempt_id,),
+            )
+    best = task.attempts[0] if task.attempts else None
+    if best is not None and best.diff.strip():
+        verdict = "solved the task" if best.solved else "was the best attempt, but did not solve it"
+        yield (
+            "best_diff",
+            f"{best.attempt_id} (score {best.score:.2f}) {verdict}; its changes:\n"
+            f"```diff\n{best.diff.rstrip()}\n```",
+            (best.attempt_id,),
+        )
+    for ev in task.attempts:
+        if ev.final_message.strip():
+            yield (
+                "final_message",
+                f"The agent's last words in {ev.attempt_id} (score {ev.score:.2f}):\n"
+                f"> " + "\n> ".join(ev.final_message.strip().splitlines()),
+                (ev.attempt_id,),
+            )
+    for ev in task.attempts:
+        touched = ", ".join(ev.files_touched) if ev.files_touched else "no file"
+        yield (
+            "files_touched",
+            f"{ev.attempt_id} (score {ev.score:.2f}) changed: {touched}",
+            (ev.attempt_id,),
+        )
+
+
+def evidence_notes(request: DistillRequest) -> tuple[Note, ...]:
+    """The notes of the ``evidence`` distiller (also every distiller's fallback)."""
+    g = request.generation
+    notes: list[Note] = []
+
+    def add(kind: str, text: str, attempts: tuple[str, ...], task_id: str | None) -> None:
+        notes.append(
+            Note(
+                id=f"g{g}-{len(notes) + 1:03d}",
+                kind=kind,
+                text=text,
+                task_id=task_id,
+                attempts=attempts,
+                generation=g,
+            )
+        )
+
+    solved = [t for t in request.evidence if any(a.solved for a in t.attempts)]
+    unsolved = [t for t in request.evidence if t not in solved]
+    if request.evidence:
+        parts = [f"Generation {g}: {len(solved)} of {len(request.evidence)} tasks solved."]
+        if solved:
+            parts.append("Solved: " + ", ".join(t.task_id for t in solved) + ".")
+        if unsolved:
+            parts.append("Not solved yet: " + ", ".join(t.task_id for t in unsolved) + ".")
+        cited = tuple(a.attempt_id for t in request.evidence for a in t.attempts)
+        add("score_history", " ".join(parts), cited, None)
+    for task in request.evidence:
+        for kind, text, attempts in _task_notes(task, g):
+            add(kind, text, attempts, task.task_id)
+    fresh = {t.task_id for t in request.evidence}
+    carried: tuple[Note, ...] = ()
+    if request.previous is not None:
+        # Earlier notes stay (the renderer puts the newest first); the shared
+        # summary of an earlier generation is replaced by this one's.
+        carried = tuple(n for n in request.previous.notes if n.task_id is not None or not fresh)
+    return tuple(notes) + carried
+
+
+class EvidenceDistiller:
+    """Facts from scored attempts; no model, so it always works and costs nothing."""
+
+    name: ClassVar[str] = "evidence"
+    aliases: ClassVar[tuple[str, ...]] = ()
+    description: ClassVar[str] = (
+        "Notes made of facts from scored attempts (score history, eval output of failing "
+        "attempts, best diff, final messages, files touched); no model, deterministic."
+    )
+
+    def distill(self, request: DistillRequest) -> DistillResult:
+        return DistillResult(notes=evidence_notes(request))
+
+
+@hookimpl(trylast=True)
+def ksi_register_distillers(register: Register) -> None:
+    register(EvidenceDistiller)

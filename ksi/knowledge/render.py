@@ -1,0 +1,122 @@
+"""Rendering notes as Markdown: for one attempt (under the budget), or all of them.
+
+The budget is the one size limit of generations: the most bytes of notes an
+attempt receives. Notes are taken in order of use (the task's own, newest
+generation first, then shared ones), and what does not fit is left out and
+counted; the attempt's record lists the ids of the notes it got and the hash
+of the text.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+
+import attrs
+
+from ksi.knowledge.models import Knowledge, Note
+
+#: Where the file goes, relative to the attempt's workspace (beside ``repo/``).
+KNOWLEDGE_FILE = "KNOWLEDGE.md"
+#: What the prompt says about it (``{path}``: the file as the agent sees it).
+PROMPT_POINTER = (
+    "Note: `{path}` (beside `repo/`, never graded) holds notes from earlier attempts at "
+    "these tasks: what was tried, what the tests said, what worked. Read it before you start."
+)
+_TITLE = "# Knowledge from earlier generations\n\n"
+_KIND_ORDER = {
+    k: n
+    for n, k in enumerate(
+        (
+            "constraint",
+            "pitfall",
+            "insight",
+            "check",
+            "next_step",
+            "rejected_hypothesis",
+            "eval_output",
+            "score_history",
+            "best_diff",
+            "final_message",
+            "files_touched",
+        )
+    )
+}
+
+
+@attrs.frozen
+class RenderedNotes:
+    text: str
+    note_ids: tuple[str, ...]
+    sha256: str
+    left_out: int = 0
+
+
+def _heading(note: Note) -> str:
+    what = note.kind.replace("_", " ")
+    cites = ", ".join(note.attempts[:6]) + (" ..." if len(note.attempts) > 6 else "")
+    source = f" (from {cites})" if cites else ""
+    when = f"\n_Applies when: {note.applies_when}_" if note.applies_when else ""
+    return f"### {what} [{note.id}]{source}{when}\n\n"
+
+
+def _block(note: Note) -> str:
+    return _heading(note) + note.text.rstrip() + "\n\n"
+
+
+def _ordered(notes: Iterable[Note]) -> list[Note]:
+    return sorted(notes, key=lambda n: (-n.generation, _KIND_ORDER.get(n.kind, 99)))
+
+
+def render_for_task(knowledge: Knowledge, task_id: str, budget_bytes: int) -> RenderedNotes:
+    """``KNOWLEDGE.md`` for one attempt at ``task_id``: its notes, then shared ones."""
+    own = _ordered(n for n in knowledge.notes if n.task_id == task_id)
+    shared = _ordered(n for n in knowledge.notes if n.task_id is None)
+    parts = [_TITLE]
+    used = len(_TITLE.encode())
+    ids: list[str] = []
+    left_out = 0
+    sections = ((f"## This task ({task_id})\n\n", own), ("## All tasks\n\n", shared))
+    for header, notes in sections:
+        if not notes:
+            continue
+        header_size = len(header.encode())
+        placed_header = False
+        for note in notes:
+            block = _block(note)
+            size = len(block.encode()) + (0 if placed_header else header_size)
+            if used + size > budget_bytes:
+                left_out += 1
+                continue
+            if not placed_header:
+                parts.append(header)
+                placed_header = True
+            parts.append(block)
+            used += size
+            ids.append(note.id)
+    if left_out:
+        parts.append(
+            f"_{left_out} more note(s) left out to keep this file within its size budget._\n"
+        )
+    if not ids:
+        return RenderedNotes("", (), "", left_out)
+    text = "".join(parts)
+    return RenderedNotes(text, tuple(ids), hashlib.sha256(text.encode()).hexdigest(), left_out)
+
+
+def render_all(knowledge: Knowledge) -> str:
+    """Every note of a generation, grouped by task, for people reading the run."""
+    lines = [f"# Notes after generation {knowledge.generation} ({knowledge.distiller})\n\n"]
+    if knowledge.fallback:
+        lines.append(f"> The configured distiller's notes were not used: {knowledge.fallback}\n\n")
+    tasks = sorted({n.task_id for n in knowledge.notes if n.task_id is not None})
+    shared = [n for n in knowledge.notes if n.task_id is None]
+    if shared:
+        lines.append("## All tasks\n\n")
+        lines.extend(_block(n) for n in _ordered(shared))
+    for task_id in tasks:
+        lines.append(f"## {task_id}\n\n")
+        lines.extend(
+            _block(n) for n in _ordered(n for n in knowledge.notes if n.task_id == task_id)
+        )
+    return "".join(lines)

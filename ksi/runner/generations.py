@@ -1,0 +1,212 @@
+"""The generation loop's steps: plan a generation, give its attempts notes, distil it.
+
+The driver (:mod:`ksi.runner.driver`) runs generation after generation:
+
+1. **plan**: the strategy (``--strategy``) picks the tasks from each task's
+   best score so far (:class:`~ksi.knowledge.models.PlanRequest`); hold-outs
+   are added; a ``started`` event in ``generations.jsonl`` records the plan
+   (:mod:`ksi.runner.phases`), so a resume runs exactly that plan;
+2. **attempts**: generation ``g``'s attempts are numbered
+   ``(g-1)*attempts+1 .. g*attempts`` (so ``attempts/<task>/<n>/`` stays the
+   layout), each with ``KNOWLEDGE.md`` beside ``repo/`` rendered from the
+   newest notes stored at or before ``g-1`` (:func:`knowledge_for`);
+3. **distil**: the distiller turns the generation's scored attempts into
+   notes, stored in ``knowledge/<g>/``; a ``distilled`` event closes the
+   generation. A distiller that fails falls back to ``evidence`` notes.
+
+Every step can be interrupted (``kill -9``) and is redone exactly once.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from ksi.knowledge.evidence import build_evidence, scored
+from ksi.knowledge.evidence_distiller import evidence_notes
+from ksi.knowledge.models import DistillRequest, Knowledge, Note, TaskState
+from ksi.knowledge.render import KNOWLEDGE_FILE, PROMPT_POINTER, render_for_task
+from ksi.knowledge.store import (
+    clear_unfinished,
+    newest_knowledge,
+    read_knowledge,
+    write_knowledge,
+)
+from ksi.models import Usage, is_solved
+from ksi.runner.config import RunConfig
+from ksi.runner.job import ContextFile
+from ksi.runner.models import AttemptRecord, KnowledgeRef
+from ksi.runner.run_state import now
+
+#: Where a distiller works (``distill/<generation>/``), kept for inspection.
+DISTILL_DIR = "distill"
+
+
+def attempt_numbers(generation: int, attempts: int) -> range:
+    """The attempt numbers of ``generation`` (1-based), ``attempts`` per task."""
+    return range((generation - 1) * attempts + 1, generation * attempts + 1)
+
+
+def generation_of(attempt: int, attempts: int) -> int:
+    """The generation an attempt number belongs to."""
+    return (attempt - 1) // attempts + 1
+
+
+def task_states(
+    records: Iterable[AttemptRecord], task_ids: Sequence[str], threshold: float
+) -> tuple[TaskState, ...]:
+    """Each task's best scored score and whether it is solved (unscored attempts do not count)."""
+    best: dict[str, float] = {}
+    gens: dict[str, set[int]] = {}
+    for rec in scored(records):
+        assert rec.score is not None
+        best[rec.task_id] = max(best.get(rec.task_id, rec.score), rec.score)
+        gens.setdefault(rec.task_id, set()).add(rec.generation)
+    return tuple(
+        TaskState(t, best.get(t), is_solved(best.get(t), threshold), len(gens.get(t, ())))
+        for t in task_ids
+    )
+
+
+def knowledge_for(run_dir: Path, generation: int, config: RunConfig) -> Knowledge | None:
+    """The notes generation ``generation`` gets: the newest stored at or before ``g-1``."""
+    if config.knowledge == "none":
+        return None
+    return newest_knowledge(run_dir, generation - 1)
+
+
+def context_for(
+    knowledge: Knowledge | None, task_id: str, budget_bytes: int
+) -> tuple[tuple[ContextFile, ...], KnowledgeRef | None]:
+    """``KNOWLEDGE.md`` for one attempt (and what the record says it got), or nothing."""
+    if knowledge is None:
+        return (), None
+    rendered = render_for_task(knowledge, task_id, budget_bytes)
+    if not rendered.note_ids:
+        return (), None
+    files = (ContextFile(KNOWLEDGE_FILE, rendered.text, prompt_pointer=PROMPT_POINTER),)
+    return files, KnowledgeRef(knowledge.generation, rendered.note_ids, rendered.sha256)
+
+
+def needs_distillation(generation: int, config: RunConfig) -> str:
+    """Why generation ``generation`` is not distilled ("" when it is)."""
+    if config.knowledge == "none":
+        return "--knowledge none"
+    if config.generations == 1:
+        return "a run of one generation"
+    return ""
+
+
+def _known_attempts(request: DistillRequest) -> set[str]:
+    known = {a for t in request.evidence for _, a, _ in t.score_history}
+    if request.previous is not None:
+        known.update(a for n in request.previous.notes for a in n.attempts)
+    return known
+
+
+def checked_notes(notes: Iterable[Any], request: DistillRequest) -> tuple[tuple[Note, ...], int]:
+    """The notes KSI keeps from a distiller, and how many it dropped.
+
+    Every note must be a :class:`Note` citing attempts that exist and were
+    scored (citations of others are removed; a note left citing nothing is
+    dropped, unless it is carried unchanged from the notes before); ids are
+    made unique.
+    """
+    known = _known_attempts(request)
+    previous = set(request.previous.notes) if request.previous is not None else set()
+    kept: list[Note] = []
+    ids: set[str] = set()
+    dropped = 0
+    for note in notes:
+        if not isinstance(note, Note):
+            dropped += 1
+            continue
+        if note not in previous:
+            cited = tuple(a for a in note.attempts if a in known)
+            if not cited:
+                dropped += 1
+                continue
+            note = attrs.evolve(note, attempts=cited)
+        if note.id in ids:
+            note = attrs.evolve(note, id=f"{note.id}-{len(kept) + 1}")
+        ids.add(note.id)
+        kept.append(note)
+    return tuple(kept), dropped
+
+
+def distill(
+    *,
+    run_dir: Path,
+    generation: int,
+    records: Sequence[AttemptRecord],
+    prompts: Mapping[str, str],
+    config: RunConfig,
+    distiller: Any,
+    distiller_name: str,
+    agent_env: Mapping[str, str],
+) -> Knowledge:
+    """Distil generation ``generation`` and store its notes (exactly once).
+
+    Notes already stored for it (a run killed between storing them and
+    recording the phase) are returned as they are. A distiller that raises,
+    or whose notes KSI cannot use, is replaced by the ``evidence`` notes, and
+    :attr:`Knowledge.fallback` says why.
+    """
+    stored = read_knowledge(run_dir, generation)
+    if stored is not None:
+        return stored
+    clear_unfinished(run_dir)
+    workdir = Path(run_dir) / DISTILL_DIR / str(generation)
+    shutil.rmtree(workdir, ignore_errors=True)  # a killed distillation's leftovers
+    workdir.mkdir(parents=True)
+    request = DistillRequest(
+        generation=generation,
+        evidence=build_evidence(
+            records,
+            generation=generation,
+            run_dir=Path(run_dir),
+            prompts=prompts,
+            holdouts=config.holdout_task_ids or (),
+            solved_threshold=config.solved_threshold,
+            budget_bytes=config.knowledge_budget_bytes,
+            eval_output=config.knowledge_eval_output == "tail",
+        ),
+        previous=newest_knowledge(run_dir, generation - 1),
+        budget_bytes=config.knowledge_budget_bytes,
+        workdir=workdir,
+        solved_threshold=config.solved_threshold,
+        run_dir=Path(run_dir),
+        agent_env=dict(agent_env),
+        model=config.model,
+    )
+    usage = Usage()
+    fallback = ""
+    written_by = distiller_name
+    try:
+        result = distiller.distill(request)
+        usage = result.usage
+        fallback = result.fallback
+        written_by = result.written_by or distiller_name
+        notes, dropped = checked_notes(result.notes, request)
+        if dropped and not notes:
+            raise ValueError(f"all {dropped} of its notes cite no scored attempt of the run")
+    except Exception as exc:
+        fallback = (
+            f"distiller {distiller_name!r} failed ({type(exc).__name__}: {exc}); "
+            "the evidence distiller's notes were stored instead"
+        )
+        notes, written_by = evidence_notes(request), "evidence"
+    knowledge = Knowledge(
+        generation=generation,
+        distiller=written_by,
+        notes=notes,
+        fallback=fallback,
+        usage=usage,
+        created_at=now(),
+    )
+    write_knowledge(run_dir, knowledge)
+    return knowledge
