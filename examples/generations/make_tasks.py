@@ -28,9 +28,11 @@ TASKS = [
         "greet",
         "Implement greet(name) in greet.py: it returns the house greeting for `name`.",
         "greet",
-        '"""The house greeting."""\n\n\ndef greet(name: str) -> str:\n    raise NotImplementedError\n',
+        '"""The house greeting."""\n\n\ndef greet(name: str) -> str:\n'
+        "    raise NotImplementedError\n",
         'self.assertEqual(greet.greet("Ada"), "Howdy, Ada!")',
-        '"""The house greeting."""\n\n\ndef greet(name: str) -> str:\n    return f"Howdy, {name}!"\n',
+        '"""The house greeting."""\n\n\ndef greet(name: str) -> str:\n'
+        '    return f"Howdy, {name}!"\n',
     ),
     (
         "gateway-port",

@@ -29,7 +29,8 @@ from typing import Any, ClassVar
 GUESSES = {
     "greet": (
         "greet.py",
-        '"""The house greeting."""\n\n\ndef greet(name: str) -> str:\n    return f"Hello, {name}!"\n',
+        '"""The house greeting."""\n\n\ndef greet(name: str) -> str:\n'
+        '    return f"Hello, {name}!"\n',
     ),
     "gateway-port": ("config.py", '"""Service settings."""\n\nPORT = 8080\n'),
     "log-level": ("logging_conf.py", '"""Logging settings."""\n\nLEVEL = "info"\n'),
@@ -85,7 +86,8 @@ class ScriptedAgent:
     optional_env: ClassVar[tuple[str, ...]] = ()
 
     def check_tasks(self, tasks: Any) -> list[str]:
-        return [f"task {t.id!r}: the demo agent knows no guess for it" for t in tasks if t.id not in GUESSES]
+        unknown = [t.id for t in tasks if t.id not in GUESSES]
+        return [f"task {t!r}: the demo agent knows no guess for it" for t in unknown]
 
     def setup(self, ctx: Any) -> None:
         script = Path(ctx.host_workspace) / ".ksi" / "scripted_agent.py"
