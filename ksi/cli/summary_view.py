@@ -16,6 +16,7 @@ import typer
 
 from ksi.runner.attention import capture_changes, failing_tasks, unchanged_attempts
 from ksi.runner.capture import MAX_LISTED_SKIPS
+from ksi.runner.generation_models import GenerationsSummary, TaskGenerations
 from ksi.runner.models import RunSummary, TaskSummary
 from ksi.text import printable
 
@@ -176,10 +177,11 @@ def _more_line(summary: RunSummary) -> str | None:
 HEADER = ("task", "best", "solved", "attempts", "scored", "unscored", "errors")
 
 
-def _cells(t: TaskSummary, with_cost: bool) -> list[str]:
+def _cells(t: TaskSummary, with_cost: bool, progress: TaskGenerations | None = None) -> list[str]:
     """One task's row, the same in the rich and the plain view."""
+    label = t.task_id + (" (hold-out)" if progress is not None and progress.holdout else "")
     cells = [
-        printable(t.task_id),
+        printable(label),
         _score(t.best_score),
         "yes" if t.solved else "no",
         str(t.attempts),
@@ -187,20 +189,119 @@ def _cells(t: TaskSummary, with_cost: bool) -> list[str]:
         str(t.unscored),
         str(t.errors),
     ]
+    if progress is not None:
+        cells.append("-" if progress.best_generation is None else str(progress.best_generation))
     return [*cells, _money(t.cost_usd)] if with_cost else cells
+
+
+GENERATION_HEADER = (
+    "gen",
+    "tasks",
+    "solved",
+    "rate",
+    "new",
+    "cumulative",
+    "cum. rate",
+    "hold-outs",
+    "notes from",
+    "cost",
+)
+
+
+def _pct(value: float) -> str:
+    return f"{value:.0%}"
+
+
+def generation_rows(generations: GenerationsSummary) -> list[list[str]]:
+    """One row per generation (hold-outs as ``solved/run``), the same in both views."""
+    rows = []
+    for g in generations.generations:
+        held = f"{g.holdout_solved}/{g.holdout_attempted}" if g.holdout_attempted else "-"
+        notes = "-" if g.knowledge_from is None else str(g.knowledge_from)
+        rows.append(
+            [
+                str(g.generation),
+                str(g.tasks_attempted),
+                str(g.solved),
+                _pct(g.solve_rate),
+                str(g.newly_solved),
+                str(g.cumulative_solved),
+                _pct(g.cumulative_solve_rate),
+                held,
+                notes,
+                _money(g.cost_usd),
+            ]
+        )
+    return rows
+
+
+def generation_lines(generations: GenerationsSummary) -> list[str]:
+    """What the table cannot say: the loop's settings and each fallback."""
+    lines = [
+        f"generations: {len(generations.generations)} run of {generations.planned} "
+        f"(strategy {generations.strategy}, knowledge {generations.knowledge}, "
+        f"distiller {generations.distiller})"
+    ]
+    if generations.holdout_task_ids:
+        lines.append("hold-outs (never learned from): " + ", ".join(generations.holdout_task_ids))
+    for g in generations.generations:
+        if g.fallback:
+            lines.append(f"generation {g.generation}: {g.fallback}")
+    return [printable(line) for line in lines]
 
 
 def print_summary(summary: RunSummary, *, rich_output: bool) -> None:
     _print_summary(summary, rich_output=rich_output)
+    if summary.generations is not None:
+        _print_table(
+            "Per generation",
+            list(GENERATION_HEADER),
+            generation_rows(summary.generations),
+            generation_lines(summary.generations),
+            rich_output=rich_output,
+        )
     # After the table, on stderr, so they are the last thing a user sees.
     for warning in summary.warnings:
         typer.echo(f"warning: {printable(warning)}", err=True)
 
 
+def _print_table(
+    title: str, header: list[str], rows: list[list[str]], lines: list[str], *, rich_output: bool
+) -> None:
+    if rich_output:
+        from rich.console import Console
+        from rich.table import Table
+        from rich.text import Text
+
+        table = Table(title=title)
+        for n, col in enumerate(header):
+            table.add_column(col, justify="left" if n == 0 else "right")
+        for row in rows:
+            table.add_row(*(Text(cell) for cell in row))
+        console = Console()
+        console.print(table)
+        for line in lines:
+            console.print(line, highlight=False, markup=False)
+        return
+    typer.echo("")
+    typer.echo(title.lower() + ":")
+    table_rows = [header, *rows]
+    widths = [max(len(r[i]) for r in table_rows) for i in range(len(header))]
+    for r in table_rows:
+        typer.echo("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip())
+    for line in lines:
+        typer.echo(line)
+
+
 def _print_summary(summary: RunSummary, *, rich_output: bool) -> None:
     with_cost = summary.total_cost_usd is not None
-    header = [*HEADER, "cost"] if with_cost else list(HEADER)
-    rows = [_cells(t, with_cost) for t in summary.tasks[:MAX_TASK_ROWS]]
+    header = list(HEADER)
+    progress: dict[str, TaskGenerations] = {}
+    if summary.generations is not None:
+        header.append("best gen")
+        progress = {t.task_id: t for t in summary.generations.tasks}
+    header = [*header, "cost"] if with_cost else header
+    rows = [_cells(t, with_cost, progress.get(t.task_id)) for t in summary.tasks[:MAX_TASK_ROWS]]
     more = _more_line(summary)
     if rich_output:
         from rich.console import Console

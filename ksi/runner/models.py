@@ -14,6 +14,7 @@ import attrs
 
 from ksi.models import EvalResult, Usage
 from ksi.models import is_solved as is_solved  # the one solved predicate, for the runner
+from ksi.runner.generation_models import GenerationsSummary
 
 #: Attempt statuses. ``scored``: the evaluator gave a score. ``unscored``: the
 #: evaluator could not score it (eval timeout, missing workspace, no eval
@@ -165,3 +166,5 @@ class RunSummary:
     skipped_files: int = 0
     #: Attempts of which capture skipped at least one path.
     attempts_with_skipped_files: int = 0
+    #: Per-generation figures (None for a run of one generation).
+    generations: GenerationsSummary | None = None

@@ -15,6 +15,8 @@ from collections.abc import Iterable, Sequence
 from math import comb
 from pathlib import Path
 
+import attrs
+
 from ksi.runner.journal import journal_warnings, latest_by_attempt, read_journal, spending_records
 from ksi.runner.layout import RunLayout
 from ksi.runner.models import AttemptRecord, RunSummary, TaskSummary, is_solved
@@ -141,7 +143,7 @@ def summarize_run(run_dir: Path, *, solved_threshold: float | None = None) -> Ru
         solved_threshold if solved_threshold is not None else config.get("solved_threshold", 1.0)
     )
     journal = read_journal(layout.journal)
-    return summarize(
+    summary = summarize(
         journal.records,
         run_id=state.run_id or layout.root.name,
         run_dir=str(layout.root),
@@ -153,3 +155,15 @@ def summarize_run(run_dir: Path, *, solved_threshold: float | None = None) -> Ru
         stopped_reason=state.stopped_reason,
         warnings=journal_warnings(layout.journal, journal),
     )
+    if int(config.get("generations", 1)) <= 1:
+        return summary
+    from ksi.runner.generation_summary import summarize_generations
+
+    generations = summarize_generations(
+        layout.root,
+        journal.records,
+        config=config,
+        task_ids=state.task_ids,
+        solved_threshold=float(threshold),
+    )
+    return attrs.evolve(summary, generations=generations)

@@ -1,0 +1,115 @@
+"""Per-generation figures from a run directory (see :mod:`ksi.runner.generation_models`).
+
+"Solved" is :func:`ksi.models.is_solved` on scored attempts, as everywhere
+else; unscored attempts count for nothing here either.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ksi.knowledge.store import read_knowledge
+from ksi.models import is_solved
+from ksi.runner.generation_models import GenerationsSummary, GenerationSummary, TaskGenerations
+from ksi.runner.journal import latest_by_attempt, spending_records
+from ksi.runner.models import AttemptRecord
+from ksi.runner.phases import Phases
+
+
+def _sum(values: Sequence[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return sum(known) if known else None
+
+
+def summarize_generations(
+    run_dir: Path,
+    records: Sequence[AttemptRecord],
+    *,
+    config: Mapping[str, Any],
+    task_ids: Sequence[str],
+    solved_threshold: float,
+) -> GenerationsSummary:
+    phases = Phases.read(run_dir)
+    holdouts = tuple(t for t in config.get("holdout_task_ids") or () if t in set(task_ids))
+    learning = [t for t in task_ids if t not in set(holdouts)]
+    latest = [r for r in latest_by_attempt(list(records)).values() if r.status == "scored"]
+    by_gen: dict[int, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for rec in latest:
+        assert rec.score is not None
+        by_gen[rec.generation][rec.task_id].append(rec.score)
+    spend: dict[int, list[float | None]] = defaultdict(list)
+    for rec in spending_records(list(records)):
+        spend[rec.generation].append(rec.usage.cost_usd)
+
+    first_solved: dict[str, int] = {}
+    best: dict[str, tuple[float, int]] = {}
+    ran: dict[str, set[int]] = defaultdict(set)
+    for g in sorted(by_gen):
+        for task_id, scores in by_gen[g].items():
+            top = max(scores)
+            if task_id not in best or top > best[task_id][0]:
+                best[task_id] = (top, g)
+            if task_id not in first_solved and is_solved(top, solved_threshold):
+                first_solved[task_id] = g
+    for g, event in phases.started.items():
+        for task_id in event.task_ids:
+            ran[task_id].add(g)
+
+    gens = []
+    for g in sorted(phases.started):
+        event = phases.started[g]
+        held = set(event.holdout_task_ids)
+        planned = [t for t in event.task_ids if t not in held]
+        gen_scores = by_gen.get(g, {})
+
+        def solved_here(task_id: str, gen_scores: Mapping[str, list[float]] = gen_scores) -> bool:
+            return any(is_solved(s, solved_threshold) for s in gen_scores.get(task_id, []))
+
+        solved = sum(1 for t in planned if solved_here(t))
+        cumulative = sum(1 for t in learning if first_solved.get(t, g + 1) <= g)
+        done = phases.distilled.get(g)
+        knowledge = read_knowledge(run_dir, g) if done is not None and not done.skipped else None
+        distill_cost = knowledge.usage.cost_usd if knowledge is not None else None
+        gens.append(
+            GenerationSummary(
+                generation=g,
+                tasks_attempted=len(planned),
+                solved=solved,
+                solve_rate=solved / len(planned) if planned else 0.0,
+                newly_solved=sum(1 for t in learning if first_solved.get(t) == g),
+                cumulative_solved=cumulative,
+                cumulative_solve_rate=cumulative / len(learning) if learning else 0.0,
+                cost_usd=_sum([*spend.get(g, []), distill_cost]),
+                distill_cost_usd=distill_cost,
+                holdout_attempted=len(held),
+                holdout_solved=sum(1 for t in held if solved_here(t)),
+                knowledge_from=event.knowledge_from,
+                distiller=done.distiller if done is not None else "",
+                fallback=done.fallback if done is not None else "",
+                not_distilled=done.skipped if done is not None else "",
+                distilled=done is not None and not done.skipped,
+            )
+        )
+    tasks = tuple(
+        TaskGenerations(
+            task_id=t,
+            holdout=t in set(holdouts),
+            best_score=best[t][0] if t in best else None,
+            best_generation=best[t][1] if t in best else None,
+            solved_generation=first_solved.get(t),
+            generations_run=tuple(sorted(ran.get(t, ()))),
+        )
+        for t in task_ids
+    )
+    return GenerationsSummary(
+        planned=int(config.get("generations", 1)),
+        strategy=str(config.get("strategy", "retry-unsolved")),
+        knowledge=str(config.get("knowledge", "notes")),
+        distiller=str(config.get("distiller", "evidence")),
+        generations=tuple(gens),
+        tasks=tasks,
+        holdout_task_ids=holdouts,
+    )
