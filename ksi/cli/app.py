@@ -78,6 +78,10 @@ BUILTIN_COMMANDS: dict[str, tuple[str, str]] = {
         "List installed plugins, what they provide and any that failed to load.",
     ),
     "tasks": ("tasks_cmd", "Validate and list tasks files."),
+    "knowledge": (
+        "knowledge_cmd",
+        "Export the notes a run's generations distilled, to seed another run.",
+    ),
 }
 
 

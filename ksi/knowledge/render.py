@@ -68,12 +68,17 @@ def _ordered(notes: Iterable[Note]) -> list[Note]:
     return sorted(notes, key=lambda n: (-n.generation, _KIND_ORDER.get(n.kind, 99)))
 
 
+def _left_out_line(count: int) -> str:
+    return f"_{count} more note(s) left out to keep this file within its size budget._\n"
+
+
 def render_for_task(knowledge: Knowledge, task_id: str, budget_bytes: int) -> RenderedNotes:
     """``KNOWLEDGE.md`` for one attempt at ``task_id``: its notes, then shared ones."""
     own = _ordered(n for n in knowledge.notes if n.task_id == task_id)
     shared = _ordered(n for n in knowledge.notes if n.task_id is None)
     parts = [_TITLE]
-    used = len(_TITLE.encode())
+    # Room for the line saying how many notes were left out: the budget holds it too.
+    used = len(_TITLE.encode()) + len(_left_out_line(len(knowledge.notes)).encode())
     ids: list[str] = []
     left_out = 0
     sections = ((f"## This task ({task_id})\n\n", own), ("## All tasks\n\n", shared))
@@ -95,9 +100,7 @@ def render_for_task(knowledge: Knowledge, task_id: str, budget_bytes: int) -> Re
             used += size
             ids.append(note.id)
     if left_out:
-        parts.append(
-            f"_{left_out} more note(s) left out to keep this file within its size budget._\n"
-        )
+        parts.append(_left_out_line(left_out))
     if not ids:
         return RenderedNotes("", (), "", left_out)
     text = "".join(parts)
