@@ -54,6 +54,7 @@ BUILTIN_HOOKS: dict[str, tuple[str, ...]] = {
     "ksi.executors.local": ("ksi_register_executors",),
     "ksi.knowledge.strategies": ("ksi_register_strategies",),
     "ksi.knowledge.evidence_distiller": ("ksi_register_distillers",),
+    "ksi.knowledge.agent_distiller": ("ksi_register_distillers",),
     "ksi.observers.report": ("ksi_run_started", "ksi_attempt_finished", "ksi_run_finished"),
 }
 DEFAULT_PLUGINS: tuple[str, ...] = tuple(BUILTIN_HOOKS)

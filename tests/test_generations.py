@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from docker_support import needs_bwrap
 from run_helpers import journal_lines, write_tasks
 from run_helpers import ksi as ksi_cli
 
@@ -373,12 +374,8 @@ def test_cli_shows_generations_with_notes_and_none_arm(tmp_path: Path) -> None:
 
 
 @pytest.mark.sandbox
+@needs_bwrap
 def test_notes_reach_an_agent_in_the_bubblewrap_sandbox(tmp_path: Path) -> None:
-    from docker_support import bwrap_unavailable
-
-    why = bwrap_unavailable()
-    if why is not None:
-        pytest.skip(f"needs bubblewrap: {why}")
     summary = demo(tmp_path / "run", generations=2, environment="sandbox")
     assert [g.solved for g in summary.generations.generations] == [1, 3]
 
@@ -447,7 +444,7 @@ def test_kill_9_mid_attempts_then_resume_runs_each_attempt_once(tmp_path: Path) 
 def test_kill_9_mid_distillation_then_resume_distils_exactly_once(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     marker = tmp_path / "distilling"
-    distiller = f"{FIXTURES / 'blocking_distiller.py'}:BlockingDistiller"
+    distiller = f"{FIXTURES / 'components.py'}:BlockingDistiller"
     args = ["run", str(DEMO_TASKS), "--agent", AGENT, "--generations", "3",
             "--distiller", distiller, "--distiller-option", f"marker={marker}",
             "--run-dir", str(run_dir)]  # fmt: skip
@@ -471,3 +468,75 @@ def test_kill_9_mid_distillation_then_resume_distils_exactly_once(tmp_path: Path
     assert calls == ["1", "1", "2"]
     assert sorted(p.name for p in (run_dir / "knowledge").iterdir()) == ["1", "2"]
     assert "solved: 4/4" in resumed.stdout
+
+
+# -- the agent distiller: a real agent process writes the notes ---------------------------
+
+WRITE_NOTES = FIXTURES / "write_notes.py"
+COSTLY = f"{FIXTURES / 'components.py'}:CostlyAgent"
+
+
+def _agent_distiller(mode: str, **extra: str) -> dict[str, str]:
+    return {"agent": "command", "cmd": f"python3 {WRITE_NOTES} {mode}", **extra}
+
+
+def test_agent_distiller_notes_from_a_command_agent_change_outcomes(tmp_path: Path) -> None:
+    summary = demo(
+        tmp_path / "run",
+        generations=2,
+        distiller="agent",
+        distiller_options=_agent_distiller("good", with_evidence="false"),
+    )
+    stored = read_knowledge(tmp_path / "run", 1)
+    assert stored is not None and stored.distiller == "agent" and not stored.fallback
+    assert {n.kind for n in stored.notes} == {"insight"}, "only the agent's notes"
+    texts = " ".join(n.text for n in stored.notes)
+    assert "AGENT-INSIGHT" in texts and "MADE-UP" not in texts, "unknown attempt ids dropped"
+    assert all(n.attempts and n.applies_when == "always" for n in stored.notes)
+    # The agent ran as an attempt of its own, kept in distill/1/ for inspection.
+    assert list((tmp_path / "run" / "distill" / "1").rglob("agent.stdout.log"))
+    assert [g.solved for g in summary.generations.generations] == [1, 3]
+
+
+@pytest.mark.parametrize(
+    ("mode", "why"),
+    [("garbage", "is not JSON"), ("wrong-kind", "does not follow schema.json")],
+)
+def test_agent_distiller_falls_back_to_evidence_notes_and_says_why(
+    tmp_path: Path, mode: str, why: str
+) -> None:
+    summary = demo(
+        tmp_path / "run", generations=2, distiller="agent",
+        distiller_options=_agent_distiller(mode),
+    )  # fmt: skip
+    stored = read_knowledge(tmp_path / "run", 1)
+    assert stored is not None and stored.distiller == "evidence"
+    assert why in stored.fallback and "agent distiller" in stored.fallback
+    assert any(why in w for w in summary.warnings)
+    assert [g.solved for g in summary.generations.generations] == [1, 3]
+
+
+def test_agent_distiller_cost_counts_toward_spend_and_max_cost(tmp_path: Path) -> None:
+    options = {"agent": COSTLY, "cmd": f"python3 {WRITE_NOTES} good"}
+    summary = demo(
+        tmp_path / "run", generations=3, distiller="agent", distiller_options=options,
+        max_cost_usd=0.4,
+    )  # fmt: skip
+    gens = summary.generations.generations
+    assert [g.generation for g in gens] == [1], "the distillation's $0.50 passed --max-cost"
+    assert gens[0].distill_cost_usd == 0.5 and gens[0].cost_usd == 0.5
+    assert not summary.run_complete and "max_cost" in summary.stopped_reason
+    # Raising the budget resumes: generation 2 runs, distilled once more.
+    summary = demo(
+        tmp_path / "run", generations=3, distiller="agent", distiller_options=options,
+        max_cost_usd=5.0,
+    )  # fmt: skip
+    assert [g.distill_cost_usd for g in summary.generations.generations] == [0.5, 0.5]
+    assert summary.run_complete
+
+
+def test_agent_distiller_options_are_checked_before_the_run(tmp_path: Path) -> None:
+    with pytest.raises(Exception, match="no-such-agent"):
+        demo(tmp_path / "run", generations=2, distiller="agent",
+             distiller_options={"agent": "no-such-agent"})  # fmt: skip
+    assert not (tmp_path / "run").exists()

@@ -1,0 +1,285 @@
+"""The ``agent`` distiller: any agent plugin writes structured notes from the evidence.
+
+``--distiller agent --distiller-option agent=claude-code`` (any registered
+agent, or a ``file.py:Class`` reference). The agent runs as an ordinary
+attempt (so every environment, timeout, log and process rule applies) in
+``distill/<generation>/`` of the run, on a task whose ``repo/`` holds:
+
+* ``evidence.json``: the generation's evidence (scored attempts only) and the
+  notes before it;
+* ``schema.json``: the shape of the answer;
+
+and is asked to write ``repo/notes.json``: ``{"notes": [{kind, text, task_id,
+applies_when, evidence}]}`` with ``kind`` one of insight, constraint,
+rejected_hypothesis, pitfall, check, next_step and ``evidence`` the attempt ids
+the note rests on. The answer is validated (attrs + cattrs, unknown keys
+refused); ids that are not attempts of the evidence are dropped, and so is a
+note left with none. If the agent fails, writes nothing, or writes something
+invalid, the generation gets the ``evidence`` distiller's notes and the
+fallback reason is stored with them. What the agent spent counts toward the
+run's spend and ``--max-cost``.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+from typing import Any, ClassVar
+
+import attrs
+import cattrs
+
+from ksi.hookspecs import Register, hookimpl
+from ksi.knowledge.evidence_distiller import evidence_notes
+from ksi.knowledge.models import INSIGHT_KINDS, DistillRequest, DistillResult, Note
+from ksi.models import TaskSpec, Usage
+from ksi.serialization import to_data
+from ksi.task_parts import StartingFiles
+
+NOTES_FILE = "notes.json"
+PROMPT = """\
+You are reviewing what coding agents did on a set of tasks, to help the next attempts.
+
+`repo/evidence.json` holds, per task, this generation's graded attempts (score, the
+agent's final message, the files it touched, the eval output of failing attempts, the
+best attempt's diff) and the score history, plus the notes written so far
+(`previous_notes`). `repo/schema.json` describes the answer.
+
+Write `repo/notes.json`: {{"notes": [...]}}, each note {{"kind": one of {kinds},
+"text": what the next agent should know, "task_id": the task it is about or null for
+every task, "applies_when": when it applies ("" for always), "evidence": [the
+attempt ids (the "attempt_id" values) the note rests on]}}. Prefer concrete,
+checkable notes: what the tests expect, what failed and why, what to check first.
+Write at most {max_notes} notes.
+"""
+
+
+def _kind(_: Any, attribute: Any, value: str) -> None:
+    if value not in INSIGHT_KINDS:
+        raise ValueError(f"expected one of {', '.join(INSIGHT_KINDS)}, got {value!r}")
+
+
+@attrs.frozen
+class DraftNote:
+    """One note as the agent writes it."""
+
+    kind: str = attrs.field(validator=_kind)
+    text: str = attrs.field(validator=attrs.validators.min_len(1))
+    evidence: tuple[str, ...]
+    task_id: str | None = None
+    applies_when: str = ""
+
+
+@attrs.frozen
+class DraftNotes:
+    notes: tuple[DraftNote, ...]
+
+
+_strict = cattrs.Converter(forbid_extra_keys=True)
+
+SCHEMA = {
+    "type": "object",
+    "required": ["notes"],
+    "additionalProperties": False,
+    "properties": {
+        "notes": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["kind", "text", "evidence"],
+                "additionalProperties": False,
+                "properties": {
+                    "kind": {"enum": list(INSIGHT_KINDS)},
+                    "text": {"type": "string", "minLength": 1},
+                    "task_id": {"type": ["string", "null"]},
+                    "applies_when": {"type": "string"},
+                    "evidence": {"type": "array", "items": {"type": "string"}},
+                },
+            },
+        }
+    },
+}
+
+
+class DistillFailed(Exception):
+    """Why the agent's notes cannot be used (the fallback reason)."""
+
+
+def parse_notes(raw: str, request: DistillRequest) -> tuple[list[Note], int]:
+    """The agent's notes as :class:`Note` values, and how many were dropped.
+
+    Raises :class:`DistillFailed` for text that is not the schema's JSON.
+    """
+    try:
+        data = json.loads(raw)
+    except ValueError as exc:
+        raise DistillFailed(f"{NOTES_FILE} is not JSON ({exc})") from exc
+    try:
+        drafts = _strict.structure(data, DraftNotes)
+    except Exception as exc:
+        details = (
+            "; ".join(cattrs.transform_error(exc, path="$"))
+            if isinstance(exc, cattrs.BaseValidationError)
+            else str(exc)
+        )
+        raise DistillFailed(f"{NOTES_FILE} does not follow schema.json: {details}") from exc
+    known = {a for t in request.evidence for _, a, _ in t.score_history}
+    tasks = {t.task_id for t in request.evidence}
+    notes: list[Note] = []
+    dropped = 0
+    for draft in drafts.notes:
+        cited = tuple(a for a in draft.evidence if a in known)
+        if not cited or (draft.task_id is not None and draft.task_id not in tasks):
+            dropped += 1
+            continue
+        notes.append(
+            Note(
+                id=f"g{request.generation}-a{len(notes) + 1:03d}",
+                kind=draft.kind,
+                text=draft.text.strip(),
+                task_id=draft.task_id,
+                applies_when=draft.applies_when,
+                attempts=cited,
+                generation=request.generation,
+            )
+        )
+    return notes, dropped
+
+
+@attrs.define
+class AgentDistiller:
+    """Runs an agent plugin on the evidence and keeps the notes it writes."""
+
+    name: ClassVar[str] = "agent"
+    aliases: ClassVar[tuple[str, ...]] = ()
+    description: ClassVar[str] = (
+        "An agent (--distiller-option agent=NAME) reads the evidence and writes structured "
+        "notes (insights, constraints, pitfalls, checks...); falls back to evidence notes."
+    )
+
+    #: The agent that writes the notes (a registered name or a file.py:Class reference).
+    agent: str = attrs.field(validator=attrs.validators.min_len(1))
+    #: Its ``cmd`` (the ``command`` agent's only option), when it takes one.
+    cmd: str | None = None
+    #: Other agent options, as a JSON object of strings.
+    agent_options: str = "{}"
+    #: The model it uses (default: the run's ``--model``).
+    model: str | None = None
+    #: Where it runs (an environment name).
+    environment: str = "local"
+    timeout_sec: float = 900.0
+    #: Most notes it is asked for.
+    max_notes: int = 40
+    #: Also keep the ``evidence`` distiller's notes (facts) after the agent's.
+    with_evidence: bool = True
+
+    def _agent_options(self) -> dict[str, Any]:
+        try:
+            options = json.loads(self.agent_options)
+        except ValueError as exc:
+            raise ValueError(f"option 'agent_options': not a JSON object ({exc})") from exc
+        if not isinstance(options, dict):
+            raise ValueError("option 'agent_options': expected a JSON object")
+        if self.cmd is not None:
+            options["cmd"] = self.cmd
+        return options
+
+    def __attrs_post_init__(self) -> None:
+        # A bad JSON object or an unknown agent is refused before the run starts.
+        self._agent_options()
+        from ksi.plugins import registry
+
+        registry("agent").get(self.agent)
+
+    def distill(self, request: DistillRequest) -> DistillResult:
+        usage = Usage()
+        try:
+            record = self._run_agent(request)
+            usage = record.usage
+            notes_path = Path(request.workdir) / record.attempt_dir / "captured" / "repo"
+            notes_path = notes_path / NOTES_FILE
+            if record.status in ("error", "agent_error"):
+                raise DistillFailed(
+                    f"the agent failed ({record.agent_status or record.status}: "
+                    f"{record.error or 'no detail'})"
+                )
+            try:
+                raw = notes_path.read_text(encoding="utf-8")
+            except OSError as exc:
+                raise DistillFailed(
+                    f"the agent wrote no {NOTES_FILE} in repo/ ({exc.strerror})"
+                ) from exc
+            notes, dropped = parse_notes(raw, request)
+            if not notes:
+                raise DistillFailed(
+                    f"none of its {dropped} notes cites an attempt of the evidence"
+                    if dropped
+                    else "it wrote no notes"
+                )
+        except DistillFailed as exc:
+            return DistillResult(
+                notes=evidence_notes(request),
+                usage=usage,
+                fallback=f"agent distiller: {exc}; the evidence distiller's notes were used",
+                written_by="evidence",
+            )
+        extra = evidence_notes(request) if self.with_evidence else ()
+        return DistillResult(notes=(*notes, *extra), usage=usage)
+
+    def _run_agent(self, request: DistillRequest) -> Any:
+        """One attempt of the agent on the evidence task, in ``request.workdir``."""
+        from ksi.runner.attempt import run_job
+        from ksi.runner.components import resolve
+        from ksi.runner.envscrub import agent_optional_env, scrubbed_env
+        from ksi.runner.job import AttemptJob, AttemptSettings, ComponentSpec
+
+        model = self.model or request.model
+        options = self._agent_options()
+        agent, _ = resolve("agent", self.agent, options)
+        env = scrubbed_env(
+            required=getattr(agent, "required_env", ()),
+            optional=agent_optional_env(agent, model),
+            passthrough=(),
+        )
+        run_tag = {k: v for k, v in request.agent_env.items() if k == "KSI_RUN_ID"}
+        payload = {
+            "generation": request.generation,
+            "evidence": to_data(request.evidence),
+            "previous_notes": to_data(request.previous.notes) if request.previous else [],
+        }
+        task = TaskSpec(
+            id=f"distill-{request.generation}",
+            prompt=PROMPT.format(kinds=", ".join(INSIGHT_KINDS), max_notes=self.max_notes),
+            starting_files=StartingFiles(
+                files={
+                    "evidence.json": json.dumps(payload, indent=2, ensure_ascii=False),
+                    "schema.json": json.dumps(SCHEMA, indent=2),
+                }
+            ),
+        )
+        job = AttemptJob(
+            run_id=run_tag.get("KSI_RUN_ID", "distill"),
+            session_id=uuid.uuid4().hex,
+            run_dir=str(request.workdir),
+            task=task,
+            attempt=1,
+            try_number=0,
+            agent=ComponentSpec("agent", self.agent, options),
+            environment=ComponentSpec("environment", self.environment),
+            evaluator=ComponentSpec("evaluator", "command"),
+            settings=AttemptSettings(model=model, timeout_sec=self.timeout_sec),
+            agent_env={**env, **run_tag},
+            eval_env=dict(run_tag),
+        )
+        try:
+            return run_job(job)
+        finally:
+            from ksi.runner.attempt import forget_components
+
+            forget_components(job.session_id)
+
+
+@hookimpl(trylast=True)
+def ksi_register_distillers(register: Register) -> None:
+    register(AgentDistiller)
