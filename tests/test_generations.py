@@ -19,9 +19,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from docker_support import needs_bwrap
-from run_helpers import journal_lines, write_tasks
-from run_helpers import ksi as ksi_cli
 
 import ksi
 from ksi.errors import RunError, UserInputError
@@ -30,6 +27,9 @@ from ksi.knowledge.models import DistillRequest, DistillResult, Note, PlanReques
 from ksi.knowledge.render import render_for_task
 from ksi.knowledge.store import read_knowledge
 from ksi.runner.phases import read_phases
+from tests.docker_support import needs_bwrap
+from tests.run_helpers import journal_lines, write_tasks
+from tests.run_helpers import ksi as ksi_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO = ROOT / "examples" / "generations"
@@ -96,8 +96,24 @@ def test_generations_1_is_a_plain_run_with_a_generation_number(tmp_path: Path) -
     assert summary.generations is None and summary.n_attempts == 4
     run = tmp_path / "run"
     assert sorted(p.name for p in (run / "attempts" / "greet").iterdir()) == ["1"]
-    assert not (run / "knowledge").exists()
+    assert not (run / "knowledge").exists() and not (run / "generations.jsonl").exists()
     assert {r["generation"] for r in journal_lines(run)} == {1}
+
+
+def test_a_plain_run_resumed_with_more_generations_learns_from_its_first(tmp_path: Path) -> None:
+    demo(tmp_path / "run")
+    summary = demo(tmp_path / "run", generations=3)
+    gens = summary.generations.generations
+    assert [(g.tasks_attempted, g.solved) for g in gens] == [(4, 1), (3, 3)]
+    assert gens[1].knowledge_from == 1 and summary.run_complete
+
+
+def test_notes_travel_in_the_job_to_worker_processes(tmp_path: Path, ksi_plugin: Any) -> None:
+    from tests.fakes import process_executor  # each job in a spawned worker process
+
+    ksi_plugin(process_executor)
+    summary = demo(tmp_path / "run", generations=2, executor="processes")
+    assert [g.solved for g in summary.generations.generations] == [1, 3]
 
 
 def test_unscored_attempts_never_reach_the_notes(tmp_path: Path) -> None:

@@ -468,13 +468,21 @@ class Driver:
             phases = Phases.read(root)
             event = phases.started.get(generation)
             if event is None:
-                if self._stopping or self._over_budget():
-                    return False
-                states = task_states(records, learning, cfg.solved_threshold)
-                request = PlanRequest(generation, states, cfg.attempts, cfg.solved_threshold)
-                planned = plan_tasks(self.loop.strategy, self.loop.strategy_name, request, learning)
-                if not planned:
-                    return True  # the strategy has nothing left to run
+                if generation == 1 and (
+                    cfg.generations == 1 or any(r.generation == 1 for r in records)
+                ):
+                    # A plain run (or one that started as one): every task, as always.
+                    planned = learning
+                else:
+                    states = task_states(records, learning, cfg.solved_threshold)
+                    request = PlanRequest(generation, states, cfg.attempts, cfg.solved_threshold)
+                    planned = plan_tasks(
+                        self.loop.strategy, self.loop.strategy_name, request, learning
+                    )
+                    if not planned:
+                        return True  # the strategy has nothing left to run
+                    if self._stopping or self._over_budget():
+                        return False
                 notes = knowledge_for(root, generation, cfg)
                 event = PhaseEvent(
                     "started",
@@ -483,7 +491,8 @@ class Driver:
                     holdout_task_ids=holdouts,
                     knowledge_from=None if notes is None else notes.generation,
                 )
-                append_phase(root, event)
+                if cfg.generations > 1:  # a plain run keeps its plain layout
+                    append_phase(root, event)
             else:
                 notes = knowledge_for(root, generation, cfg)
             gen_tasks = [by_id[t] for t in event.task_ids if t in by_id]
@@ -538,7 +547,8 @@ class Driver:
             return read_knowledge(root, generation)
         skipped = needs_distillation(generation, cfg)
         if skipped:
-            append_phase(root, PhaseEvent("distilled", generation, skipped=skipped))
+            if cfg.generations > 1:
+                append_phase(root, PhaseEvent("distilled", generation, skipped=skipped))
             return None
         if self._over_budget():
             return False
