@@ -111,6 +111,12 @@ KINDS: dict[str, str] = {
     "distiller": "ksi_register_distillers",
 }
 
+
+def plural(kind: str) -> str:
+    """``strategy`` -> ``strategies``, ``agent`` -> ``agents`` (listings and messages)."""
+    return kind[:-1] + "ies" if kind.endswith("y") else kind + "s"
+
+
 ENTRY_POINT_GROUP = "ksi"
 IN_PROCESS = "(in-process)"
 HOOK_PREFIX = "ksi_"
@@ -452,7 +458,7 @@ class PluginState:
         for info in self.infos.values():
             info.components.pop(kind, None)
             info.overrides.pop(kind, None)
-        stage = f"register {kind}s"
+        stage = f"register {plural(kind)}"
         staged: list[tuple[pluggy.HookImpl, list[Any]]] = []
         for impl in call_order(getattr(self.pm.hook, KINDS[kind])):
             objs: list[Any] = []

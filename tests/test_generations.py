@@ -23,9 +23,9 @@ import pytest
 import ksi
 from ksi.errors import RunError, UserInputError
 from ksi.hookspecs import hookimpl
-from ksi.knowledge.models import DistillRequest, DistillResult, Note, PlanRequest
+from ksi.knowledge.models import DistillRequest, DistillResult, Knowledge, Note, PlanRequest
 from ksi.knowledge.render import render_for_task
-from ksi.knowledge.store import read_knowledge
+from ksi.knowledge.store import read_knowledge, write_knowledge
 from ksi.runner.phases import read_phases
 from tests.docker_support import needs_bwrap
 from tests.run_helpers import journal_lines, write_tasks
@@ -194,6 +194,14 @@ def test_resume_refuses_changed_generation_options(tmp_path: Path) -> None:
     assert run_json["config"]["generations"] == 2
     assert run_json["config"]["distiller"] == "evidence"
     assert run_json["config"]["strategy"] == "retry-unsolved"
+
+
+def test_stored_notes_are_never_rewritten(tmp_path: Path) -> None:
+    demo(tmp_path / "run", generations=2)
+    before = (tmp_path / "run" / "knowledge" / "1" / "notes.json").read_bytes()
+    with pytest.raises(FileExistsError, match="generation 1 are stored"):
+        write_knowledge(tmp_path / "run", Knowledge(generation=1, distiller="other"))
+    assert (tmp_path / "run" / "knowledge" / "1" / "notes.json").read_bytes() == before
 
 
 def test_knowledge_budget_bounds_what_one_attempt_receives(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ import typer
 
 from ksi.cli.app import Settings
 from ksi.cli.common import echo_json, is_tty
-from ksi.plugins import KINDS, PluginInfo, PluginState, get_plugins
+from ksi.plugins import KINDS, PluginInfo, PluginState, get_plugins, plural
 from ksi.text import printable
 
 plugins_app = typer.Typer(
@@ -102,7 +102,7 @@ def _origin(info: PluginInfo) -> str:
 
 def _components_text(info: PluginInfo) -> str:
     parts = [
-        f"{kind}s: {', '.join(info.components[kind])}"
+        f"{plural(kind)}: {', '.join(info.components[kind])}"
         for kind in KINDS
         if info.components.get(kind)
     ]
@@ -110,7 +110,9 @@ def _components_text(info: PluginInfo) -> str:
 
 
 def _overrides_text(info: PluginInfo) -> str:
-    return "; ".join(f"{kind}s: {', '.join(names)}" for kind, names in info.overrides.items())
+    return "; ".join(
+        f"{plural(kind)}: {', '.join(names)}" for kind, names in info.overrides.items()
+    )
 
 
 def _plain_line(info: PluginInfo) -> str:
