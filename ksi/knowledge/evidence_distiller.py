@@ -24,7 +24,7 @@ def _history_text(task: TaskEvidence) -> str:
     return "Scores so far (scored attempts only):\n" + "\n".join(lines)
 
 
-def _task_notes(task: TaskEvidence, generation: int) -> Iterator[tuple[str, str, tuple[str, ...]]]:
+def _task_notes(task: TaskEvidence) -> Iterator[tuple[str, str, tuple[str, ...]]]:
     """``(kind, text, attempt ids)`` for one task, most useful first."""
     yield "score_history", _history_text(task), tuple(a for _, a, _ in task.score_history)
     for ev in task.attempts:
@@ -89,7 +89,7 @@ def evidence_notes(request: DistillRequest) -> tuple[Note, ...]:
         cited = tuple(a.attempt_id for t in request.evidence for a in t.attempts)
         add("score_history", " ".join(parts), cited, None)
     for task in request.evidence:
-        for kind, text, attempts in _task_notes(task, g):
+        for kind, text, attempts in _task_notes(task):
             add(kind, text, attempts, task.task_id)
     fresh = {t.task_id for t in request.evidence}
     carried: tuple[Note, ...] = ()

@@ -509,6 +509,9 @@ class Driver:
                 started_progress = True
             else:
                 grow_progress(self.progress, total, total - len(plan))
+            done = phases.distilled.get(generation)
+            if done is not None and not plan:
+                continue  # finished in an earlier session: observers heard of it then
             self._observe(
                 "ksi_generation_started",
                 run=self.info,
@@ -520,9 +523,9 @@ class Driver:
             records = read_records(self.layout.journal)
             if self._plan(gen_tasks, records, generation):
                 return False  # stopped (--max-cost, a full disk) before the generation ended
-            knowledge = self._distill_phase(generation, records, by_id, phases)
-            if knowledge is False:
-                return False
+            if done is None and not needs_distillation(generation, cfg) and self._over_budget():
+                return False  # a distillation may spend too: not past --max-cost
+            knowledge = self._distill_phase(generation, records, by_id, done)
             self._observe(
                 "ksi_generation_finished",
                 run=self.info,
@@ -538,11 +541,10 @@ class Driver:
         generation: int,
         records: list[AttemptRecord],
         by_id: dict[str, TaskSpec],
-        phases: Phases,
-    ) -> Knowledge | bool | None:
-        """Distil ``generation`` unless recorded as done; False when the budget stops it."""
+        done: PhaseEvent | None,
+    ) -> Knowledge | None:
+        """Distil ``generation`` unless ``done`` (its ``distilled`` event) says it was."""
         root, cfg = self.layout.root, self.config
-        done = phases.distilled.get(generation)
         if done is not None:
             return read_knowledge(root, generation)
         skipped = needs_distillation(generation, cfg)
@@ -550,8 +552,6 @@ class Driver:
             if cfg.generations > 1:
                 append_phase(root, PhaseEvent("distilled", generation, skipped=skipped))
             return None
-        if self._over_budget():
-            return False
         knowledge = distill(
             run_dir=root,
             generation=generation,
