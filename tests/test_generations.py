@@ -304,6 +304,31 @@ def test_a_failing_distiller_falls_back_to_evidence_notes_and_says_so(
     assert summary.generations.generations[1].solved == 3, "the fallback notes still help"
 
 
+def test_a_generation_left_without_notes_passes_on_the_newest_earlier_ones(
+    tmp_path: Path, ksi_plugin: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Generation 2's distiller and its evidence fallback both fail: generation 3 gets
+    generation 1's notes, never nothing (failure injected into the fallback)."""
+    import ksi.runner.generations as generations
+
+    real = generations.evidence_notes
+
+    def fails_in_generation_2(request: DistillRequest) -> tuple[Note, ...]:
+        if request.generation == 2:
+            raise OSError("injected failure")
+        return real(request)
+
+    monkeypatch.setattr(generations, "evidence_notes", fails_in_generation_2)
+    ksi_plugin(_Distillers, name="distillers-plugin")
+    summary = demo(tmp_path / "run", generations=3, strategy="all", distiller="broken")
+    gens = summary.generations.generations
+    assert [g.knowledge_from for g in gens] == [None, 1, 1]
+    assert not gens[1].distilled and "injected failure" in gens[1].not_distilled
+    assert any("injected failure" in w for w in summary.warnings)
+    assert [g.solved for g in gens] == [1, 4, 4], "strategy all: every task, every time"
+    assert sorted(p.name for p in (tmp_path / "run" / "knowledge").iterdir()) == ["1", "3"]
+
+
 class _Observer:
     def __init__(self) -> None:
         self.calls: list[tuple[str, int, Any]] = []

@@ -59,6 +59,7 @@ from ksi.runner.generation_setup import (
     store_seed,
 )
 from ksi.runner.generations import (
+    DistillationFailed,
     attempt_numbers,
     context_for,
     distill,
@@ -552,16 +553,21 @@ class Driver:
             if cfg.generations > 1:
                 append_phase(root, PhaseEvent("distilled", generation, skipped=skipped))
             return None
-        knowledge = distill(
-            run_dir=root,
-            generation=generation,
-            records=records,
-            prompts={t: task.prompt for t, task in by_id.items()},
-            config=cfg,
-            distiller=self.loop.distiller,
-            distiller_name=self.loop.distiller_name,
-            agent_env=self._job_base.agent_env,
-        )
+        try:
+            knowledge = distill(
+                run_dir=root,
+                generation=generation,
+                records=records,
+                prompts={t: task.prompt for t, task in by_id.items()},
+                config=cfg,
+                distiller=self.loop.distiller,
+                distiller_name=self.loop.distiller_name,
+                agent_env=self._job_base.agent_env,
+            )
+        except DistillationFailed as exc:
+            self._warnings.append(str(exc))
+            append_phase(root, PhaseEvent("distilled", generation, skipped=str(exc)))
+            return None
         if knowledge.fallback:
             self._warnings.append(f"generation {generation}: {knowledge.fallback}")
         append_phase(

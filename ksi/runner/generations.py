@@ -46,6 +46,10 @@ from ksi.runner.run_state import now
 DISTILL_DIR = "distill"
 
 
+class DistillationFailed(Exception):
+    """Neither the distiller nor the evidence fallback gave notes (the message says why)."""
+
+
 def attempt_numbers(generation: int, attempts: int) -> range:
     """The attempt numbers of ``generation`` (1-based), ``attempts`` per task."""
     return range((generation - 1) * attempts + 1, generation * attempts + 1)
@@ -199,7 +203,14 @@ def distill(
             f"distiller {distiller_name!r} failed ({type(exc).__name__}: {exc}); "
             "the evidence distiller's notes were stored instead"
         )
-        notes, written_by = evidence_notes(request), "evidence"
+        try:
+            notes, written_by = evidence_notes(request), "evidence"
+        except Exception as again:
+            raise DistillationFailed(
+                f"distiller {distiller_name!r} failed ({type(exc).__name__}: {exc}), and so did "
+                f"the evidence distiller ({type(again).__name__}: {again}); no notes were stored "
+                f"for generation {generation}, so the next one gets the newest earlier notes"
+            ) from again
     knowledge = Knowledge(
         generation=generation,
         distiller=written_by,
