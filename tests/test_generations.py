@@ -584,8 +584,19 @@ def test_agent_distiller_cost_counts_toward_spend_and_max_cost(tmp_path: Path) -
     assert summary.run_complete
 
 
-def test_agent_distiller_options_are_checked_before_the_run(tmp_path: Path) -> None:
+def test_agent_distiller_options_are_checked_before_the_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     with pytest.raises(Exception, match="no-such-agent"):
         demo(tmp_path / "run", generations=2, distiller="agent",
              distiller_options={"agent": "no-such-agent"})  # fmt: skip
+    for name in ("ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN", "ANTHROPIC_AUTH_TOKEN",
+                 "CLAUDE_CODE_USE_BEDROCK", "CLAUDE_CODE_USE_VERTEX"):  # fmt: skip
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    result = ksi_cli("run", str(DEMO_TASKS), "--agent", AGENT, "--generations", "2",
+                     "--distiller", "agent", "--distiller-option", "agent=claude-code",
+                     "--run-dir", str(tmp_path / "run"))  # fmt: skip
+    assert result.returncode == 2
+    assert "--distiller-option" in result.stderr and "no credentials" in result.stderr
     assert not (tmp_path / "run").exists()

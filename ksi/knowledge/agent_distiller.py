@@ -186,11 +186,20 @@ class AgentDistiller:
         return options
 
     def __attrs_post_init__(self) -> None:
-        # A bad JSON object or an unknown agent is refused before the run starts.
-        self._agent_options()
-        from ksi.plugins import registry
+        # A bad JSON object, an unknown agent or missing credentials stop the run
+        # before it starts, not after a generation of attempts.
+        import os
 
-        registry("agent").get(self.agent)
+        from ksi.runner.components import resolve
+        from ksi.runner.envscrub import missing_required
+
+        agent, _ = resolve("agent", self.agent, self._agent_options())
+        problems = missing_required(self.agent, getattr(agent, "required_env", ()))
+        check = getattr(agent, "missing_credentials", None)
+        if callable(check):
+            problems.extend(check(os.environ))
+        if problems:
+            raise ValueError("; ".join(problems))
 
     def distill(self, request: DistillRequest) -> DistillResult:
         usage = Usage()

@@ -39,6 +39,8 @@ OPTION_FLAGS = {
     "evaluator": "--evaluator-option",
     "executor": "--executor-option",
     "task source": "--task-source-option",
+    "distiller": "--distiller-option",
+    "strategy": "--strategy",
 }
 
 
