@@ -11,6 +11,12 @@ Two halves, joined by a value:
   (:func:`~ksi.runner.attempt.execute_attempt`), ``capture``, ``diff``,
   ``cancel`` (stopping running attempts), ``components`` (resolving specs).
 
+Generations (the self-improvement loop, docs/generations.md): ``generations``
+(plan, notes for each attempt, distil), ``phases`` (``generations.jsonl``),
+``generation_setup`` (strategy, distiller and seed notes, checked before the
+run starts), ``generation_models`` and ``generation_summary`` (per-generation
+figures); the notes themselves are :mod:`ksi.knowledge`.
+
 ``layout`` says where everything lives on disk; ``regrade``, ``report`` and
 ``check`` work on finished run directories; ``api`` is :func:`ksi.run`.
 """

@@ -1,7 +1,8 @@
 """The driver: one ``ksi run`` (a new run, or a resume), on the machine holding the run directory.
 
 It loads the tasks, resolves and prepares the components, opens the run
-directory (``run.json``), plans what is missing from the journal, and hands
+directory (``run.json``), runs generation after generation (one for a plain
+run; :mod:`ksi.runner.generations`), plans what is missing from the journal, and hands
 :class:`~ksi.runner.job.AttemptJob` values to the executor, at most
 ``--concurrency`` at a time. It alone writes the journal, calls observers,
 enforces ``--max-cost``, decides retries (a new ``try_number``; a pause for
