@@ -495,8 +495,9 @@ class Driver:
                 )
                 if cfg.generations > 1:  # a plain run keeps its plain layout
                     append_phase(root, event)
-            else:
-                notes = knowledge_for(root, generation, cfg)
+            else:  # resumed: the notes the generation started with, whatever came since
+                source = event.knowledge_from
+                notes = read_knowledge(root, source) if source is not None else None
             gen_tasks = [by_id[t] for t in event.task_ids if t in by_id]
             self._context = {
                 t.id: context_for(notes, t.id, cfg.knowledge_budget_bytes) for t in gen_tasks
