@@ -484,6 +484,8 @@ def test_kill_9_mid_attempts_then_resume_runs_each_attempt_once(tmp_path: Path) 
     assert resumed.returncode == 0, resumed.stderr
     keys = [(r["task_id"], r["attempt"]) for r in journal_lines(run_dir)]
     assert sorted(keys) == sorted({(f"t{i}", a) for i in range(3) for a in (1, 2)})
+    second = [r for r in journal_lines(run_dir) if r["generation"] == 2]
+    assert [r["knowledge"]["generation"] for r in second] == [1, 1, 1]
     assert _phase_kinds(run_dir) == [
         ("started", 1), ("distilled", 1), ("started", 2), ("distilled", 2),
     ]  # fmt: skip
