@@ -72,13 +72,37 @@ def _left_out_line(count: int) -> str:
     return f"_{count} more note(s) left out to keep this file within its size budget._\n"
 
 
+@attrs.frozen
+class IndexedNotes:
+    """A generation's notes by task, ordered once, so rendering an attempt's file costs
+    only that task's notes (a run of 10,000 tasks renders 10,000 of them)."""
+
+    knowledge: Knowledge
+    by_task: dict[str | None, list[Note]]
+
+    @classmethod
+    def of(cls, knowledge: Knowledge) -> IndexedNotes:
+        by_task: dict[str | None, list[Note]] = {}
+        for note in knowledge.notes:
+            by_task.setdefault(note.task_id, []).append(note)
+        return cls(knowledge, {t: _ordered(notes) for t, notes in by_task.items()})
+
+    def render(self, task_id: str, budget_bytes: int) -> RenderedNotes:
+        """``KNOWLEDGE.md`` for one attempt at ``task_id``: its notes, then shared ones."""
+        return _render(
+            task_id, self.by_task.get(task_id, []), self.by_task.get(None, []), budget_bytes
+        )
+
+
 def render_for_task(knowledge: Knowledge, task_id: str, budget_bytes: int) -> RenderedNotes:
     """``KNOWLEDGE.md`` for one attempt at ``task_id``: its notes, then shared ones."""
-    own = _ordered(n for n in knowledge.notes if n.task_id == task_id)
-    shared = _ordered(n for n in knowledge.notes if n.task_id is None)
+    return IndexedNotes.of(knowledge).render(task_id, budget_bytes)
+
+
+def _render(task_id: str, own: list[Note], shared: list[Note], budget_bytes: int) -> RenderedNotes:
     parts = [_TITLE]
     # Room for the line saying how many notes were left out: the budget holds it too.
-    used = len(_TITLE.encode()) + len(_left_out_line(len(knowledge.notes)).encode())
+    used = len(_TITLE.encode()) + len(_left_out_line(len(own) + len(shared)).encode())
     ids: list[str] = []
     left_out = 0
     sections = ((f"## This task ({task_id})\n\n", own), ("## All tasks\n\n", shared))

@@ -30,6 +30,7 @@ from ksi._version import __version__
 from ksi.errors import KsiError, KsiWarning, RunError, UserInputError
 from ksi.interfaces import Executor, TaskSource
 from ksi.knowledge.models import Knowledge, PlanRequest
+from ksi.knowledge.render import IndexedNotes
 from ksi.knowledge.store import read_knowledge
 from ksi.models import TaskSpec
 from ksi.plugins import get_plugins
@@ -69,12 +70,11 @@ from ksi.runner.generations import (
     needs_distillation,
     task_states,
 )
-from ksi.runner.job import AttemptJob, AttemptSettings, ComponentSpec, ContextFile, JobOutcome
+from ksi.runner.job import AttemptJob, AttemptSettings, ComponentSpec, JobOutcome
 from ksi.runner.journal import Journal, latest_by_attempt, read_records, spending_records
 from ksi.runner.layout import RunLayout, clear_attempt_dir
 from ksi.runner.models import (
     AttemptRecord,
-    KnowledgeRef,
     RunInfo,
     RunSummary,
     Timings,
@@ -171,8 +171,8 @@ class Driver:
         self._not_started: list[str] = []
         #: Set after run(): what ``ksi run`` must say (and exit 3 for) about auth errors.
         self.auth_failure: str | None = None
-        #: Task id -> the knowledge files (and their reference) of the current generation.
-        self._context: dict[str, tuple[tuple[ContextFile, ...], KnowledgeRef | None]] = {}
+        #: The notes the current generation's attempts get (None: none).
+        self._notes: IndexedNotes | None = None
         self._complete = False
 
     # -- setup ----------------------------------------------------------------
@@ -499,9 +499,7 @@ class Driver:
                 source = event.knowledge_from
                 notes = read_knowledge(root, source) if source is not None else None
             gen_tasks = [by_id[t] for t in event.task_ids if t in by_id]
-            self._context = {
-                t.id: context_for(notes, t.id, cfg.knowledge_budget_bytes) for t in gen_tasks
-            }
+            self._notes = IndexedNotes.of(notes) if notes is not None else None
             plan = self._plan(gen_tasks, records, generation)
             total = len(gen_tasks) * cfg.attempts
             self._total += total
@@ -642,7 +640,8 @@ class Driver:
         )
 
     def _job(self, task: TaskSpec, attempt: int, try_number: int) -> AttemptJob:
-        files, ref = self._context.get(task.id, ((), None))
+        # Rendered per job, not per generation up front: 10,000 tasks' notes are not kept.
+        files, ref = context_for(self._notes, task.id, self.config.knowledge_budget_bytes)
         return attrs.evolve(
             self._job_base,
             task=task,

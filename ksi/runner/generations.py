@@ -29,7 +29,7 @@ import attrs
 from ksi.knowledge.evidence import build_evidence, scored
 from ksi.knowledge.evidence_distiller import evidence_notes
 from ksi.knowledge.models import DistillRequest, Knowledge, Note, TaskState
-from ksi.knowledge.render import KNOWLEDGE_FILE, PROMPT_POINTER, render_for_task
+from ksi.knowledge.render import KNOWLEDGE_FILE, PROMPT_POINTER, IndexedNotes
 from ksi.knowledge.store import (
     clear_unfinished,
     newest_knowledge,
@@ -84,16 +84,16 @@ def knowledge_for(run_dir: Path, generation: int, config: RunConfig) -> Knowledg
 
 
 def context_for(
-    knowledge: Knowledge | None, task_id: str, budget_bytes: int
+    notes: IndexedNotes | None, task_id: str, budget_bytes: int
 ) -> tuple[tuple[ContextFile, ...], KnowledgeRef | None]:
     """``KNOWLEDGE.md`` for one attempt (and what the record says it got), or nothing."""
-    if knowledge is None:
+    if notes is None:
         return (), None
-    rendered = render_for_task(knowledge, task_id, budget_bytes)
+    rendered = notes.render(task_id, budget_bytes)
     if not rendered.note_ids:
         return (), None
     files = (ContextFile(KNOWLEDGE_FILE, rendered.text, prompt_pointer=PROMPT_POINTER),)
-    return files, KnowledgeRef(knowledge.generation, rendered.note_ids, rendered.sha256)
+    return files, KnowledgeRef(notes.knowledge.generation, rendered.note_ids, rendered.sha256)
 
 
 def needs_distillation(generation: int, config: RunConfig) -> str:
