@@ -190,6 +190,9 @@ def test_resume_refuses_changed_generation_options(tmp_path: Path) -> None:
     demo(tmp_path / "run", generations=2)
     with pytest.raises(RunError, match="knowledge: the run has 'notes'"):
         demo(tmp_path / "run", generations=2, knowledge="none")
+    # Generation g's attempt numbers follow from --attempts: more would renumber them.
+    with pytest.raises(RunError, match="attempts: the run has 1, this command has 2"):
+        demo(tmp_path / "run", generations=2, attempts=2)
     run_json = json.loads((tmp_path / "run" / "run.json").read_text())
     assert run_json["config"]["generations"] == 2
     assert run_json["config"]["distiller"] == "evidence"
