@@ -425,6 +425,18 @@ def test_cli_shows_generations_with_notes_and_none_arm(tmp_path: Path) -> None:
         assert [r.split()[2] for r in gen_rows] == ["1", "0", "0"]
 
 
+def test_dry_run_says_how_the_loop_will_run(tmp_path: Path) -> None:
+    result = ksi_cli("run", str(DEMO_TASKS), "--agent", AGENT, "--generations", "3",
+                     "--holdout-task-ids", "version", "--dry-run",
+                     "--run-dir", str(tmp_path / "run"))  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert (
+        "generations: up to 3 (strategy retry-unsolved, knowledge notes, distiller evidence, "
+        "hold-outs version)" in result.stdout
+    )
+    assert not (tmp_path / "run").exists()
+
+
 @pytest.mark.sandbox
 @needs_bwrap
 def test_notes_reach_an_agent_in_the_bubblewrap_sandbox(tmp_path: Path) -> None:

@@ -396,6 +396,8 @@ def _print_plan(plan: RunPlan, *, tasks_path: str | None) -> None:
         ),
         ("executor", f"{plan.executor}, {plan.concurrency} at once"),
     ]
+    if plan.generation_plan:
+        rows.append(("generations", plan.generation_plan))
     typer.echo("dry run: nothing was started")
     for label, value in rows:
         typer.echo(printable(f"{label + ':':<13}{value}"))

@@ -117,6 +117,9 @@ class RunPlan:
     eval_isolation: str
     executor: str
     concurrency: int
+    #: ``--generations``, and how the loop runs ("" for a run of one generation).
+    generations: int = 1
+    generation_plan: str = ""
 
 
 def _auth_failed(record: AttemptRecord) -> bool:
@@ -360,6 +363,21 @@ class Driver:
             eval_isolation=parts.eval_isolation,
             executor=component_name(self.executor),
             concurrency=self.config.concurrency,
+            generations=self.config.generations,
+            generation_plan=self._generation_plan(tasks),
+        )
+
+    def _generation_plan(self, tasks: list[TaskSpec]) -> str:
+        """How the loop will run, in one line (``--dry-run``); "" for a plain run."""
+        cfg = self.config
+        if cfg.generations == 1:
+            return ""
+        held = [t.id for t in tasks if t.id in set(cfg.holdout_task_ids or ())]
+        return (
+            f"up to {cfg.generations} (strategy {cfg.strategy}, knowledge {cfg.knowledge}, "
+            f"distiller {cfg.distiller}"
+            + (f", hold-outs {', '.join(held)}" if held else "")
+            + "); the attempts shown are generation 1's"
         )
 
     def run(self) -> RunSummary:
