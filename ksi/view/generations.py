@@ -23,7 +23,7 @@ from pathlib import Path
 import attrs
 
 from ksi.runner.journal import latest_by_attempt, spending_records
-from ksi.runner.models import AttemptRecord
+from ksi.runner.models import AttemptRecord, is_solved
 
 
 @attrs.frozen
@@ -65,9 +65,7 @@ def generation_stats(
         recs = by_gen[gen]
         attempted = {r.task_id for r in recs}
         solved = {
-            r.task_id
-            for r in recs
-            if r.status == "scored" and r.score is not None and r.score >= solved_threshold
+            r.task_id for r in recs if r.status == "scored" and is_solved(r.score, solved_threshold)
         }
         new = sorted(solved - solved_before, key=lambda t: (order.get(t, len(order)), t))
         solved_before |= solved

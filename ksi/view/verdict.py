@@ -12,7 +12,7 @@ from typing import Literal
 
 import attrs
 
-from ksi.runner.models import AttemptRecord, TaskSummary
+from ksi.runner.models import AttemptRecord, TaskSummary, is_solved
 from ksi.view import fmt
 
 Tone = Literal["good", "partial", "bad", "unscored", "error"]
@@ -47,7 +47,7 @@ def verdict(record: AttemptRecord, solved_threshold: float = 1.0) -> Verdict:
     tone: Tone
     ev = record.eval
     if record.status == "scored" and record.score is not None:
-        if record.score >= solved_threshold:
+        if is_solved(record.score, solved_threshold):
             label, tone = f"solved ({_score(record.score)})", "good"
         elif record.score > 0:
             label, tone = f"partial ({_score(record.score)})", "partial"
