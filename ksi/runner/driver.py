@@ -283,7 +283,9 @@ class Driver:
             eval_in=cfg.eval_in,
             eval_env=cfg.eval_env,
         )
-        self.executor: Executor = resolve_executor(self.config.executor)
+        self.executor: Executor = resolve_executor(
+            self.config.executor, self.config.executor_options
+        )
         return tasks
 
     def preview(self) -> RunPlan:
