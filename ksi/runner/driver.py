@@ -578,7 +578,9 @@ class Driver:
         job = outcome.job
         record = outcome.record
         if record is None:  # the executor could not run it (a worker died...)
-            record = self._error_record(job, outcome.error or "the executor returned no record")
+            record = self._error_record(
+                job, outcome.error or "the executor returned no record", outcome.error_kind
+            )
         if record.error_kind == DISK_FULL:
             self._note_full_disk(stopped=True)
         self._record(record)
@@ -614,7 +616,7 @@ class Driver:
         solved = record.score is not None and record.score >= self.config.solved_threshold
         self.progress.attempt_finished(record, solved)
 
-    def _error_record(self, job: AttemptJob, error: str) -> AttemptRecord:
+    def _error_record(self, job: AttemptJob, error: str, error_kind: str = "") -> AttemptRecord:
         parts = self.parts
         return AttemptRecord(
             task_id=job.task.id,
@@ -627,6 +629,7 @@ class Driver:
             environment=component_name(parts.environment),
             model=job.settings.model,
             error=error,
+            error_kind=error_kind,
             attempt_dir=os.path.relpath(job.attempt_dir(), job.run_dir),
             timings=Timings(),
             finished_at=now(),

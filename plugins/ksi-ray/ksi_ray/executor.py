@@ -34,6 +34,7 @@ import attrs
 from ksi.errors import KsiWarning, UserInputError
 from ksi.runner.diskfull import save_unless_disk_full
 from ksi.runner.job import AttemptJob, JobOutcome, unpicklable_reason
+from ksi.runner.models import WORKER_LOST
 from ksi.serialization import to_data
 from ksi_ray.coordinator import Coordinator, NodeInfo
 from ksi_ray.shipping import pack_dir, relocated, unpack_dir
@@ -364,8 +365,9 @@ class RayExecutor:
                 error=(
                     f"Ray node {claim.node.describe()} died (or lost the worker) while running "
                     f"this attempt ({type(exc).__name__}); whatever the agent did there is "
-                    "lost. With --retries it runs again as a new try, on another node"
+                    "lost. It runs again as a new try: now with --retries, else on resume"
                 ),
+                error_kind=WORKER_LOST,
             )
         if not result.ran:
             return JobOutcome(job, error="not started: the run was cancelled")

@@ -42,7 +42,9 @@ def _require_ray() -> Any:
 class SimCluster:
     """The cluster, with what the tests ask of it."""
 
-    def __init__(self, cluster_utils: Any) -> None:
+    def __init__(self, cluster_utils: Any, env: dict[str, str]) -> None:
+        #: What every node's processes get on top of this process's environment.
+        self.env = env
         self.cluster = cluster_utils.Cluster(
             initialize_head=True, head_node_args={"num_cpus": 0}
         )
@@ -58,7 +60,7 @@ class SimCluster:
     def add(self, resources: dict[str, float], env: dict[str, str] | None = None) -> Any:
         """A new worker node; its processes get ``env`` on top of this process's."""
         saved = dict(os.environ)
-        os.environ.update(env or {})
+        os.environ.update({**self.env, **(env or {})})
         try:
             node = self.cluster.add_node(num_cpus=1, resources=dict(resources))
         finally:
@@ -85,11 +87,6 @@ class SimCluster:
 def sim_cluster() -> Iterator[SimCluster]:
     _ray, cluster_utils = _require_ray()
     # The nodes find the fake agent CLIs (the probe test adds one node that does not).
-    saved_path = os.environ["PATH"]
-    os.environ["PATH"] = f"{FAKES}{os.pathsep}{saved_path}"
-    try:
-        sim = SimCluster(cluster_utils)
-    finally:
-        os.environ["PATH"] = saved_path
+    sim = SimCluster(cluster_utils, {"PATH": f"{FAKES}{os.pathsep}{os.environ['PATH']}"})
     yield sim
     sim.cluster.shutdown()

@@ -414,7 +414,7 @@ def test_large_starting_files_and_captured_repos_round_trip_byte_identical(
             {
                 "task_id": "big",
                 "prompt": "copy it",
-                "starting_files": {"directory": str(start)},
+                "workspace_dir": str(start),
                 "eval": {"command": "cmp data/big.bin copy.bin"},
             }
         ],
@@ -515,4 +515,4 @@ def test_a_node_without_the_agent_cli_is_refused_with_a_warning(
     assert extra.node_id[:12] in messages[0] and "aider" in messages[0], messages[0]
     assert "not on its PATH" in messages[0]
     assert extra.node_id not in used
-    assert used == {n.node_id for n in sim_cluster.workers}
+    assert used == {n.node_id for n in sim_cluster.workers}, (caught, sim_cluster.resources)
