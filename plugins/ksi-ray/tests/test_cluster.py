@@ -94,6 +94,8 @@ def executions(mark: Path) -> list[Execution]:
     found = []
     for path in mark.glob("run.*"):
         lines = path.read_text().split("\n")
+        if len(lines) < 2:
+            continue  # created, its first line not written yet
         workdir, start = lines[0].rsplit(" ", 1)
         end = float(lines[1]) if len(lines) > 1 and lines[1] else None
         found.append(Execution(workdir, float(start), end))
