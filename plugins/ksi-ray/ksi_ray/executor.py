@@ -167,9 +167,7 @@ class RayExecutor:
             self.docker_resource if environment_name(job) == "docker" else ""
         )
         alive = [n for n in ray.nodes() if n.get("Alive")]
-        self._use_slot_resource = any(
-            n["Resources"].get(self.slot_resource, 0) >= 1 for n in alive
-        )
+        self._use_slot_resource = any(n["Resources"].get(self.slot_resource, 0) >= 1 for n in alive)
         unit = self.slot_resource if self._use_slot_resource else "CPU"
         candidates = {}
         for n in alive:
@@ -179,14 +177,14 @@ class RayExecutor:
                 candidates[n["NodeID"]] = (n, slots)
         if not candidates:
             have = "; ".join(
-                f"{n.get('NodeManagerAddress')}: {sorted(k for k in n['Resources'] if '.' not in k and ':' not in k)}"
+                f"{n.get('NodeManagerAddress')}: {sorted(_user_resources(n['Resources']))}"
                 for n in alive
             )
             why = f"resource {need!r} and " if need else ""
             raise UserInputError(
                 f"--executor ray: no node of the Ray cluster has {why}a {unit!r} slot "
                 f"(nodes and their resources: {have or 'none'}). Start worker nodes with "
-                f"`ray start --address HEAD:6379 --resources '{{\"{self.slot_resource}\": 4"
+                f'`ray start --address HEAD:6379 --resources \'{{"{self.slot_resource}": 4'
                 + (f', "{need}": 1' if need else "")
                 + "}'` (docs/scale.md)"
             )
@@ -452,6 +450,11 @@ class RayExecutor:
             if self._connected_here:
                 ray.shutdown()
             self._ray = None
+
+
+def _user_resources(resources: dict[str, float]) -> list[str]:
+    """A node's resources without Ray's own per-node ones (``node:10.0.0.1``...)."""
+    return [k for k in resources if ":" not in k and k not in ("memory", "object_store_memory")]
 
 
 def _mismatches(

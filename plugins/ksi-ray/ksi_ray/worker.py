@@ -69,7 +69,7 @@ def this_node() -> NodeInfo:
     ctx = ray.get_runtime_context()
     return NodeInfo(
         node_id=ctx.get_node_id(),
-        ip=ray.util.get_node_ip_address(),
+        ip=ray.util.get_node_ip_address(),  # type: ignore[no-untyped-call]
         hostname=socket.gethostname(),
     )
 

@@ -45,9 +45,7 @@ class SimCluster:
     def __init__(self, cluster_utils: Any, env: dict[str, str]) -> None:
         #: What every node's processes get on top of this process's environment.
         self.env = env
-        self.cluster = cluster_utils.Cluster(
-            initialize_head=True, head_node_args={"num_cpus": 0}
-        )
+        self.cluster = cluster_utils.Cluster(initialize_head=True, head_node_args={"num_cpus": 0})
         #: Node id -> the resources it was started with.
         self.resources: dict[str, dict[str, float]] = {}
         self.workers = [self.add(res) for res in WORKER_RESOURCES]

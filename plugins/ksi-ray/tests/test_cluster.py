@@ -22,13 +22,13 @@ from typing import Any
 
 import attrs
 import pytest
+from ksi_ray.executor import RayExecutor
 
 import ksi
 from ksi.errors import KsiWarning, UserInputError
 from ksi.runner.job import ComponentSpec
 from ksi.runner.journal import latest_by_attempt, read_records
 from ksi.serialization import to_data
-from ksi_ray.executor import RayExecutor
 from tests.job_helpers import command_job
 from tests.run_helpers import journal_lines, write_tasks
 
@@ -250,7 +250,7 @@ def test_a_dead_node_is_an_error_naming_it_and_retries_run_elsewhere(
     victim = next(n.node_id for n in sim_cluster.workers if n.node_id.startswith(dead))
     resources = sim_cluster.kill(victim)
     try:
-        out, err = proc.communicate(timeout=180)
+        _out, err = proc.communicate(timeout=180)
         # --retries 0: the two attempts of the dead node stay errors; the run is incomplete.
         errors = [r for r in journal_lines(run_dir) if r["status"] == "error"]
         on_dead = {e.key for e in started if e.node == dead}
@@ -261,7 +261,7 @@ def test_a_dead_node_is_an_error_naming_it_and_retries_run_elsewhere(
         assert json.loads((run_dir / "run.json").read_text())["run_complete"] is False
 
         resumed = ksi_cli("run", "--resume", "--run-dir", str(run_dir), "--retries", "1")
-        out, err = resumed.communicate(timeout=180)
+        _out, err = resumed.communicate(timeout=180)
         assert resumed.returncode == 0, err
         recorded = keys(run_dir)
         assert len(recorded) == len(set(recorded)) == 8, "no (task, attempt, try) twice"
@@ -314,7 +314,7 @@ def test_a_killed_driver_resumes_without_duplicates(sim_cluster: Any, tmp_path: 
     assert 0 < len(before) < 12
 
     resumed = ksi_cli("run", "--resume", "--run-dir", str(run_dir))
-    out, err = resumed.communicate(timeout=180)
+    _out, err = resumed.communicate(timeout=180)
     assert resumed.returncode == 0, err
     recorded = keys(run_dir)
     assert len(recorded) == len(set(recorded)) == 12, "each attempt recorded once"
@@ -323,9 +323,7 @@ def test_a_killed_driver_resumes_without_duplicates(sim_cluster: Any, tmp_path: 
     assert not processes_of_run(run_id_of(run_dir)), "the killed session's agents were ended"
 
 
-def test_ctrl_c_leaves_no_process_of_the_run_on_any_node(
-    sim_cluster: Any, tmp_path: Path
-) -> None:
+def test_ctrl_c_leaves_no_process_of_the_run_on_any_node(sim_cluster: Any, tmp_path: Path) -> None:
     mark = tmp_path / "mark"
     mark.mkdir()
     tasks = write_tasks(
@@ -354,7 +352,7 @@ def test_ctrl_c_leaves_no_process_of_the_run_on_any_node(
     run_id = run_id_of(run_dir)
     assert processes_of_run(run_id), "the agents run with the run's id"
     proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=120)
+    _out, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err
     assert processes_of_run(run_id) == []
     assert keys(run_dir) == [], "the cancelled attempts' late results were dropped"
@@ -371,7 +369,9 @@ def test_docker_marked_attempts_run_only_on_the_marked_node(
         [{"task_id": f"t{i}", "prompt": "p", "eval": {"command": "true"}} for i in range(5)],
     )
     marked = {
-        n.node_id[:12] for n in sim_cluster.workers if "fakedocker" in sim_cluster.resources[n.node_id]
+        n.node_id[:12]
+        for n in sim_cluster.workers
+        if "fakedocker" in sim_cluster.resources[n.node_id]
     }
     assert len(marked) == 1
     summary = ksi.run(
@@ -424,8 +424,10 @@ def test_large_starting_files_and_captured_repos_round_trip_byte_identical(
     summary = ksi.run(
         tasks,
         agent="command",
-        agent_options={"cmd": "cp repo/data/big.bin repo/copy.bin && head -c 3000000 "
-                       "repo/data/big.bin > repo/part.bin"},
+        agent_options={
+            "cmd": "cp repo/data/big.bin repo/copy.bin && head -c 3000000 "
+            "repo/data/big.bin > repo/part.bin"
+        },
         run_dir=tmp_path / "run",
         capture_max_file_bytes=64 * 1024 * 1024,
         executor="ray",
@@ -499,9 +501,7 @@ def test_a_node_without_the_agent_cli_is_refused_with_a_warning(
     plain_path = os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep) if p != str(fakes))
     extra = sim_cluster.add({"ksi_slot": 2}, env={"PATH": plain_path})
     sim_cluster.cluster.wait_for_nodes()
-    job = attrs.evolve(
-        command_job(tmp_path / "run", "true"), agent=ComponentSpec("agent", "aider")
-    )
+    job = attrs.evolve(command_job(tmp_path / "run", "true"), agent=ComponentSpec("agent", "aider"))
     executor = RayExecutor(address=sim_cluster.address)
     executor.start(2)
     try:
