@@ -24,9 +24,12 @@ from __future__ import annotations
 
 import collections
 import logging
+import os
+import socket
 import time
 import warnings
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any, ClassVar
 
 import attrs
@@ -43,6 +46,8 @@ from ksi_ray.shipping import pack_dir, relocated, unpack_dir
 PROBE_TIMEOUT_SEC = 600.0
 #: Seconds the end-of-session cleanup may take on all nodes together.
 CLEANUP_TIMEOUT_SEC = 120.0
+#: Where ``ray start`` notes the address of the cluster running on this machine.
+CURRENT_CLUSTER_FILE = Path("/tmp/ray/ray_current_cluster")
 
 
 @attrs.define
@@ -108,6 +113,10 @@ class RayExecutor:
     scratch_dir: str = ""
     #: Seconds cancelled attempts have to stop before their Ray tasks are killed.
     cancel_grace_sec: float = 60.0
+
+    def __attrs_post_init__(self) -> None:
+        # Before the driver creates the run directory: no half-made run for a typo.
+        check_reachable(self.address)
 
     _ray: Any = attrs.field(default=None, init=False)
     _connected_here: bool = attrs.field(default=False, init=False)
@@ -510,3 +519,42 @@ def _connect(address: str) -> tuple[Any, bool]:
             "also causes this: `ray stop` removes it (docs/scale.md)"
         ) from exc
     return ray, True
+
+
+def check_reachable(address: str) -> None:
+    """Fail in seconds, with the fix, when no Ray cluster answers at ``address``.
+
+    ``ray.init`` itself would wait minutes on an address nobody answers, and
+    ``auto`` trusts ``/tmp/ray/ray_current_cluster``, which a cluster that
+    died without ``ray stop`` leaves behind.
+    """
+    if address == "local" or address.startswith("ray://"):
+        return
+    stale = ""
+    if address == "auto":
+        if os.environ.get("RAY_ADDRESS"):
+            address = os.environ["RAY_ADDRESS"]
+            if address.startswith("ray://"):
+                return
+        elif not CURRENT_CLUSTER_FILE.is_file():
+            raise UserInputError(
+                "--executor ray: no Ray cluster runs on this machine (address=auto found no "
+                f"{CURRENT_CLUSTER_FILE}). Start one with `ray start --head --resources "
+                "'{\"ksi_slot\": 4}'`, or give --executor-option address=HEAD_HOST:6379 "
+                "(docs/scale.md)"
+            )
+        else:
+            address = CURRENT_CLUSTER_FILE.read_text().strip()
+            stale = (
+                f"; {CURRENT_CLUSTER_FILE} names {address}, left by a cluster that "
+                "stopped without `ray stop` (run `ray stop` to remove it)"
+            )
+    host, _, port = address.rpartition(":")
+    try:
+        socket.create_connection((host or "127.0.0.1", int(port)), timeout=5).close()
+    except (OSError, ValueError) as exc:
+        raise UserInputError(
+            f"--executor ray: no Ray cluster answers at {address!r} ({exc}){stale}. "
+            "Start one with `ray start --head`, or give --executor-option "
+            "address=HEAD_HOST:6379 of a running one (docs/scale.md)"
+        ) from exc
