@@ -12,6 +12,7 @@ Without ray installed the tests skip, unless ``KSI_REQUIRE_RAY=1`` (set by
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,9 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[3]
 FAKES = REPO / "tests" / "fakes"
+# The tests use KSI's own test helpers (tests.job_helpers, tests.run_helpers).
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
 #: Each worker node's resources: two attempt slots; the third also "has Docker".
 WORKER_RESOURCES = (
     {"ksi_slot": 2},
