@@ -25,6 +25,7 @@ from __future__ import annotations
 import collections
 import logging
 import os
+import platform
 import socket
 import time
 import warnings
@@ -473,6 +474,10 @@ def _mismatches(
 ) -> list[str]:
     """Why a node's report does not match the driver (empty: it does)."""
     out = []
+    ours = ".".join(platform.python_version().split(".")[:2])
+    theirs_py = ".".join(str(report.python).split(".")[:2])
+    if theirs_py != ours:  # attempt jobs are pickles: the same Python reads them
+        out.append(f"Python {report.python} there, {platform.python_version()} on the driver")
     for dist, version in sorted(own.items()):
         theirs = report.versions.get(dist)
         if theirs != version:

@@ -22,7 +22,7 @@ from typing import Any
 
 import attrs
 import pytest
-from ksi_ray.executor import RayExecutor
+from ksi_ray.executor import RayExecutor, job_key
 
 import ksi
 from ksi.errors import KsiWarning, UserInputError
@@ -518,3 +518,34 @@ def test_a_node_without_the_agent_cli_is_refused_with_a_warning(
     assert "not on its PATH" in messages[0]
     assert extra.node_id not in used
     assert used == {n.node_id for n in sim_cluster.workers}, (caught, sim_cluster.resources)
+
+
+def test_a_real_docker_attempt_runs_on_the_docker_node(sim_cluster: Any, tmp_path: Path) -> None:
+    from tests.docker_support import TEST_IMAGE, docker_unavailable
+
+    why = docker_unavailable()
+    if why:
+        if os.environ.get("KSI_REQUIRE_RAY") == "1":
+            raise AssertionError(f"KSI_REQUIRE_RAY=1 needs Docker for this test: {why}")
+        pytest.skip(why)
+    job = attrs.evolve(
+        command_job(
+            tmp_path / "run", "echo hi > repo/hello.txt", eval_command="grep -q hi hello.txt"
+        ),
+        environment=ComponentSpec(
+            "environment", "docker", {"image": TEST_IMAGE, "network": "none"}
+        ),
+    )
+    executor = RayExecutor(address=sim_cluster.address, docker_resource="fakedocker")
+    executor.start(2)
+    try:
+        executor.submit(job)
+        (outcome,) = list(executor.as_completed())
+    finally:
+        executor.shutdown()
+    assert outcome.record is not None, outcome.error
+    assert (outcome.record.environment, outcome.record.score) == ("docker", 1.0)
+    docker_node = next(
+        n.node_id for n in sim_cluster.workers if "fakedocker" in sim_cluster.resources[n.node_id]
+    )
+    assert executor.placements == [(job_key(job), docker_node)]
