@@ -47,6 +47,8 @@ from ksi_ray.shipping import pack_dir, relocated, unpack_dir
 PROBE_TIMEOUT_SEC = 600.0
 #: Seconds the end-of-session cleanup may take on all nodes together.
 CLEANUP_TIMEOUT_SEC = 120.0
+#: How often a job whose Ray task failed before starting is sent again.
+MAX_RESENDS = 3
 #: Where ``ray start`` notes the address of the cluster running on this machine.
 CURRENT_CLUSTER_FILE = Path("/tmp/ray/ray_current_cluster")
 
@@ -130,6 +132,8 @@ class RayExecutor:
     _running: dict[Any, _Dispatch] = attrs.field(factory=dict, init=False)
     _failed: list[JobOutcome] = attrs.field(factory=list, init=False)
     _dispatches: int = attrs.field(default=0, init=False)
+    #: Jobs sent again because their Ray task failed before it started, by key.
+    _resent: collections.Counter[str] = attrs.field(factory=collections.Counter, init=False)
     _seeds: collections.OrderedDict[str, Any] = attrs.field(
         factory=collections.OrderedDict, init=False
     )
@@ -366,8 +370,14 @@ class RayExecutor:
             if claim is None:
                 if self._cancelled:
                     return JobOutcome(job, error="cancelled before it started")
-                self._queue.appendleft(job)  # it never started: it may go elsewhere
-                return None
+                self._resent[dispatch.key] += 1
+                if self._resent[dispatch.key] <= MAX_RESENDS:
+                    self._queue.appendleft(job)  # it never started: it may go elsewhere
+                    return None
+                return JobOutcome(
+                    job,
+                    error=f"Ray could not start this attempt ({type(exc).__name__}: {exc})",
+                )
             return JobOutcome(
                 job,
                 error=(
