@@ -218,7 +218,9 @@ class RayExecutor:
             try:
                 report = ray.get(ref, timeout=PROBE_TIMEOUT_SEC)
             except Exception as exc:
-                refused.append(f"  {node.get('NodeManagerAddress')} ({node_id[:12]}): {exc}")
+                # A node without ksi-ray (or KSI) cannot even load the probe: say the last line.
+                last = (str(exc).strip().splitlines() or [type(exc).__name__])[-1][:300]
+                refused.append(f"  {node.get('NodeManagerAddress')} ({node_id[:12]}): {last}")
                 continue
             problems = [*report.problems, *_mismatches(own, own_cli, report)]
             if problems:
