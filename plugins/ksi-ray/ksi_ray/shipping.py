@@ -48,19 +48,19 @@ def unpack_dir(data: bytes, dest: Path) -> None:
 
 
 def relocated(value: T, old_root: str, new_root: str) -> T:
-    """``value`` (an attrs record) with paths under ``old_root`` moved under ``new_root``.
+    """``value`` (an attrs record) with paths under ``old_root`` moved under ``new_root``,
+    wherever they appear in its strings.
 
     An attempt run in a node's scratch directory names it in its record (the
     grading directory, for one); the journal names the run directory instead,
     as a local run's would.
     """
-    old = old_root.rstrip("/")
+    old, new = old_root.rstrip("/"), new_root.rstrip("/")
 
     def move(data: Any) -> Any:
         if isinstance(data, str):
-            if data == old or data.startswith(old + "/"):
-                return new_root.rstrip("/") + data[len(old) :]
-            return data
+            # Paths under it, also in prose ("a copy of /scratch/.../captured/repo").
+            return new if data == old else data.replace(old + "/", new + "/")
         if isinstance(data, dict):
             return {k: move(v) for k, v in data.items()}
         if isinstance(data, list):

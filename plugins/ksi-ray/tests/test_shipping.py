@@ -45,8 +45,7 @@ def test_a_record_names_the_driver_run_dir_not_the_node_scratch() -> None:
     )
     moved = relocated(record, "/scratch/run-1", "/home/me/runs/r")
     assert moved.final_message == "/home/me/runs/r/attempts/t/1/eval/repo"
-    # Only values that are paths under the scratch dir move; prose mentioning one stays.
-    assert moved.error == record.error
+    assert moved.error == "failed in /home/me/runs/r/attempts/t/1/eval/repo"
     assert moved.attempt_dir == "attempts/t/1"
     # A sibling whose name merely starts the same is not under it.
     assert relocated(record, "/scratch/run", "/r") == record
