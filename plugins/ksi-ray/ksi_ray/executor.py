@@ -523,10 +523,9 @@ def _connect(address: str) -> tuple[Any, bool]:
         return ray, False
     kwargs: dict[str, Any] = {"log_to_driver": False, "logging_level": logging.WARNING}
     try:
-        if address == "local":
-            ray.init(**kwargs)
-        else:
-            ray.init(address=address, **kwargs)
+        # "local" is Ray's own word for a new one-machine instance (a bare ray.init()
+        # could join whatever a stale ray_current_cluster names instead).
+        ray.init(address=address, **kwargs)
     except Exception as exc:
         raise UserInputError(
             f"--executor ray: cannot connect to a Ray cluster at address={address!r} "
