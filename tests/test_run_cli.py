@@ -66,6 +66,24 @@ def test_unknown_agent_option_lists_valid_ones(tmp_path: Path) -> None:
     assert "cmdd" in result.stderr and "cmd" in result.stderr
 
 
+def test_executor_options_reach_the_executor_and_a_wrong_one_exits_2(tmp_path: Path) -> None:
+    tasks = write_tasks(tmp_path / "t.jsonl", [{"task_id": "a", "prompt": "p"}])
+    result = ksi(
+        "run",
+        str(tasks),
+        "--agent",
+        "nop",
+        "--executor-option",
+        "adress=auto",
+        "--run-dir",
+        str(tmp_path / "r"),
+    )
+    assert result.returncode == 2
+    assert "--executor-option" in result.stderr and "adress" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / "r").exists()
+
+
 def test_oracle_without_solution_fails_before_the_run(tmp_path: Path) -> None:
     tasks = write_tasks(tmp_path / "t.jsonl", [{"task_id": "nosol", "prompt": "p"}])
     result = ksi("run", str(tasks), "--agent", "oracle", "--run-dir", str(tmp_path / "r"))

@@ -167,6 +167,10 @@ def run_command(
     ] = True,
     output_json: Annotated[Path | None, typer.Option(help="Write the JSON report here.")] = None,
     executor: ExecutorOption = "local",
+    executor_option: Annotated[
+        list[str] | None,
+        typer.Option(metavar="KEY=VALUE", help="An executor option (repeatable)."),
+    ] = None,
     dry_run: Annotated[
         bool,
         typer.Option(
@@ -302,6 +306,7 @@ def run_command(
         "eval_env": list(eval_env or []),
         "eval_isolation": _check_choice("--eval-isolation", eval_isolation, EVAL_ISOLATION_CHOICES),
         "executor": executor,
+        "executor_options": parse_key_values(executor_option or [], "--executor-option"),
         "attempts": attempts,
         "concurrency": concurrency or default_concurrency(),
         "timeout_sec": timeout,
@@ -345,6 +350,12 @@ def run_command(
                 **stored.get("environment_options", {}),
                 **fields["environment_options"],
             }
+        if (
+            "executor" in given
+            and "executor_options" not in given
+            and fields["executor"] != stored.get("executor")
+        ):
+            merged["executor_options"] = {}  # another executor's options would not fit
         merged["retries"] = max(int(stored.get("retries", 0)), retries)
         config = RunConfig(**merged)
     else:
@@ -425,6 +436,7 @@ _PARAM_FIELDS = {
     "agent_option": "agent_options",
     "environment_option": "environment_options",
     "evaluator_option": "evaluator_options",
+    "executor_option": "executor_options",
     "timeout": "timeout_sec",
     "wipe_workspace_per_task": "wipe_workspace",
     "max_cost": "max_cost_usd",

@@ -67,6 +67,7 @@ RESUME_RULES: dict[str, ResumeRule] = {
     "eval_in": ResumeRule(_MATCH, "--eval-in"),
     "protect": ResumeRule(_MATCH, "--protect"),
     "executor": ResumeRule(_FREE, "--executor"),
+    "executor_options": ResumeRule(_FREE, "--executor-option"),
     "attempts": ResumeRule(_GROW, "--attempts"),
     "concurrency": ResumeRule(_FREE, "--concurrency"),
     "timeout_sec": ResumeRule(_FREE, "--timeout"),
@@ -120,6 +121,9 @@ class RunConfig:
     #: Where host evaluators grade: "host" (the spec) or "environment".
     eval_in: str = "host"
     executor: str = "local"
+    #: ``--executor-option KEY=VALUE``: how the executor reaches its workers (free on a
+    #: resume: it may run on another cluster).
+    executor_options: dict[str, str] = attrs.field(factory=dict)
     attempts: int = 1
     concurrency: int = attrs.field(factory=default_concurrency)
     timeout_sec: float | None = None

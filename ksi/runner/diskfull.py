@@ -26,7 +26,7 @@ import attrs
 
 from ksi.errors import KsiError
 from ksi.runner.capture import remove_tree
-from ksi.runner.models import AttemptRecord
+from ksi.runner.models import WORKER_LOST, AttemptRecord
 from ksi.serialization import write_json_atomic
 
 #: ``AttemptRecord.error_kind`` of an attempt the full disk stopped.
@@ -92,8 +92,9 @@ def _describe(exc: BaseException) -> str:
 
 
 def reruns_on_resume(record: AttemptRecord) -> bool:
-    """A full disk is no fault of the attempt: resume runs it again, ``--retries`` or not."""
-    return record.error_kind == DISK_FULL
+    """A full disk, or a worker that died, is no fault of the attempt: resume runs it
+    again, ``--retries`` or not."""
+    return record.error_kind in (DISK_FULL, WORKER_LOST)
 
 
 def wipe_after_disk_full(attempt_dir: Path) -> None:

@@ -321,7 +321,9 @@ class Driver:
             eval_in=cfg.eval_in,
             eval_env=cfg.eval_env,
         )
-        self.executor: Executor = resolve_executor(self.config.executor)
+        self.executor: Executor = resolve_executor(
+            self.config.executor, self.config.executor_options
+        )
         return tasks
 
     def preview(self) -> RunPlan:
@@ -760,7 +762,9 @@ class Driver:
         job = outcome.job
         record = outcome.record
         if record is None:  # the executor could not run it (a worker died...)
-            record = self._error_record(job, outcome.error or "the executor returned no record")
+            record = self._error_record(
+                job, outcome.error or "the executor returned no record", outcome.error_kind
+            )
         if record.error_kind == DISK_FULL:
             self._note_full_disk(stopped=True)
         self._record(record)
@@ -797,7 +801,7 @@ class Driver:
             record, is_solved(record.score, self.config.solved_threshold)
         )
 
-    def _error_record(self, job: AttemptJob, error: str) -> AttemptRecord:
+    def _error_record(self, job: AttemptJob, error: str, error_kind: str = "") -> AttemptRecord:
         parts = self.parts
         return AttemptRecord(
             task_id=job.task.id,
@@ -810,6 +814,7 @@ class Driver:
             environment=component_name(parts.environment),
             model=job.settings.model,
             error=error,
+            error_kind=error_kind,
             attempt_dir=os.path.relpath(job.attempt_dir(), job.run_dir),
             timings=Timings(),
             finished_at=now(),

@@ -144,6 +144,9 @@ class JobOutcome:
     record: AttemptRecord | None = None
     #: Set when executing the job raised or its worker died (no record then).
     error: str = ""
+    #: With ``error``: :data:`ksi.runner.models.WORKER_LOST` when the process or
+    #: machine running the job died (the record gets it; a resume runs it again).
+    error_kind: str = ""
 
 
 def unpicklable_reason(job: AttemptJob) -> str:

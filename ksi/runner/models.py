@@ -57,6 +57,11 @@ class SkippedFile:
     kind: str = ""
 
 
+#: ``AttemptRecord.error_kind`` of an attempt whose worker (a process, a cluster
+#: node) died under it: no fault of the attempt, so a resume runs it again.
+WORKER_LOST = "worker_lost"
+
+
 @attrs.frozen
 class AttemptRecord:
     """One finished attempt, exactly as journalled."""
@@ -89,8 +94,10 @@ class AttemptRecord:
     #: went elsewhere (the ``command`` agent starts in the workspace, not in repo/).
     repo_changed: bool | None = None
     error: str = ""
-    #: What kind of error stopped the attempt, when KSI knows: ``disk_full``
-    #: (a resume runs such an attempt again, whatever ``--retries`` says).
+    #: What kind of error stopped the attempt, when KSI knows: ``disk_full``, or
+    #: ``worker_lost`` (the machine or process running it died: see
+    #: :data:`WORKER_LOST`). A resume runs such an attempt again, whatever
+    #: ``--retries`` says.
     error_kind: str = ""
     #: Relative to the run directory.
     attempt_dir: str = ""
