@@ -51,8 +51,12 @@ def _is_candidate(value: Any) -> bool:
 
 
 def _looks_like_grid(value: Any) -> bool:
-    return isinstance(value, list) and bool(value) and all(
-        isinstance(row, list) and all(not isinstance(c, list) for c in row) for row in value
+    return (
+        isinstance(value, list)
+        and bool(value)
+        and all(
+            isinstance(row, list) and all(not isinstance(c, list) for c in row) for row in value
+        )
     )
 
 
@@ -75,7 +79,9 @@ def _entry(value: Any, where: str) -> tuple[list[Grid], list[str]]:
                 f"{where}: {len(value)} candidates; at most {MAX_CANDIDATES} per test input count"
             )
     else:
-        return [], [f"{where}: expected a grid or a list of up to {MAX_CANDIDATES} grids, got {value!r:.40}"]
+        return [], [
+            f"{where}: expected a grid or a list of up to {MAX_CANDIDATES} grids, got {value!r:.40}"
+        ]
     for i, candidate in enumerate(candidates, 1):
         if not _is_candidate(candidate):
             problems.append(
@@ -142,7 +148,11 @@ def judge(candidates: list[Grid], expected: Grid, test_number: int) -> TestVerdi
             len(row) == len(expected[0]) for row in grid
         )
         if same_shape:
-            wrong = sum(a != b for row, want in zip(grid, expected, strict=True) for a, b in zip(row, want, strict=True))
+            wrong = sum(
+                a != b
+                for row, want in zip(grid, expected, strict=True)
+                for a, b in zip(row, want, strict=True)
+            )
             reasons.append(f"candidate {i} has {wrong} wrong cell(s)")
         else:
             got = f"{len(grid)}x{len(grid[0]) if grid else 0}"

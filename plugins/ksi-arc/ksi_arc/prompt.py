@@ -34,7 +34,9 @@ def arc_prompt(task: ArcTask) -> str:
     ]
     for i, pair in enumerate(task.train, 1):
         assert pair.output is not None  # training outputs are required at load time
-        parts.append(f"### Example {i}\n\n{_block('Input', pair.input)}\n\n{_block('Output', pair.output)}")
+        parts.append(
+            f"### Example {i}\n\n{_block('Input', pair.input)}\n\n{_block('Output', pair.output)}"
+        )
     parts.append("## Test" + (" inputs" if n > 1 else " input"))
     for i, pair in enumerate(task.test, 1):
         parts.append(_block(f"Test input {i}", pair.input))
