@@ -44,6 +44,17 @@ class SkippedFile:
 
 
 @attrs.frozen
+class RoundResult:
+    """An earlier round of an attempt whose evaluator gives feedback (see
+    :class:`ksi.interfaces.GivesFeedback`): how the work stood when it ended."""
+
+    round: int
+    score: float | None
+    eval_status: str
+    agent_status: str = ""
+
+
+@attrs.frozen
 class AttemptRecord:
     """One finished attempt, exactly as journalled."""
 
@@ -88,6 +99,9 @@ class AttemptRecord:
     #: The generation the attempt belongs to (1 in a run of one generation, and in
     #: records written before generations existed).
     generation: int = 1
+    #: The rounds before the last, for an evaluator that gives feedback between rounds
+    #: (the record's ``score`` is the last round's); empty otherwise.
+    rounds: tuple[RoundResult, ...] = ()
 
 
 @attrs.frozen
