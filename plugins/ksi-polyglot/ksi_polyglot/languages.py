@@ -12,8 +12,12 @@ Each test command runs in the exercise directory (the graded copy of
 * rust: ``cargo test -- --include-ignored`` (the benchmark runs ignored tests too);
 * cpp: ``cmake`` then ``make`` (the exercises' CMake files run the tests as a
   build step) then ``ctest``, in a fresh ``build/``;
-* java: ``gradle test --offline`` (a Gradle on PATH; the image's), tests'
-  ``@Disabled`` annotations removed first, as Aider does.
+* java: the tests compiled with ``javac`` and run by the JUnit 5 console
+  launcher, with JUnit 5 and AssertJ from Debian (``/usr/share/java``), tests'
+  ``@Disabled`` annotations removed first, as Aider does. Aider runs
+  ``./gradlew test``, whose wrapper downloads Gradle and the tests' jars from
+  Maven Central; Debian's Gradle (4.4) cannot run JUnit 5 and nothing may be
+  downloaded here, so the same tests run through JUnit's own launcher.
 
 Every command first checks that its toolchain is there and exits with
 :data:`NO_TOOLCHAIN_EXIT` when it is not: that attempt is unscored (the
@@ -24,6 +28,7 @@ machine's fault), never a 0 (the agent's). Output goes to stdout only
 from __future__ import annotations
 
 import re
+import shlex
 
 import attrs
 
@@ -34,10 +39,10 @@ TEST_TIMEOUT_SEC = 180.0
 
 
 def _need(check: str, what: str) -> str:
-    return (
-        f"{check} || {{ echo 'ksi-polyglot: {what} is not installed here; install it or "
-        f"grade in the language image' >&2; exit {NO_TOOLCHAIN_EXIT}; }}"
+    message = shlex.quote(
+        f"ksi-polyglot: {what} is not installed here; install it or grade in the language image"
     )
+    return f"{check} || {{ echo {message} >&2; exit {NO_TOOLCHAIN_EXIT}; }}"
 
 
 @attrs.frozen
@@ -45,10 +50,8 @@ class Language:
     name: str
     #: The shell command that runs the exercise's tests (exit 0: all pass).
     test_command: str
-    #: Debian packages of the language's image (besides the base's).
+    #: Debian packages that provide the toolchain (what the language's image installs).
     debian_packages: tuple[str, ...]
-    #: Can a host without the toolchain still be expected to have it (tests may skip)?
-    description: str = ""
 
     def unskip(self, rel_path: str, text: str) -> str:
         """A test file's text with the tests the exercise skips turned on (Aider does this)."""
@@ -104,9 +107,20 @@ LANGUAGES: dict[str, Language] = {
         Language(
             "java",
             "exec 2>&1; "
-            + _need("command -v gradle >/dev/null", "gradle")
-            + "; gradle test --offline --console=plain",
-            ("default-jdk-headless", "gradle"),
+            + _need("command -v javac >/dev/null", "javac (a JDK)")
+            + "; J=/usr/share/java; "
+            + _need(
+                '[ -f "$J/junit-platform-console-standalone.jar" ]', "JUnit 5 (Debian's junit5)"
+            )
+            + "; "
+            + _need('[ -f "$J/assertj-core.jar" ]', "AssertJ (libassertj-core-java)")
+            + "; rm -rf build/ksi-classes && mkdir -p build/ksi-classes && "
+            'javac -d build/ksi-classes -cp "$J/junit-jupiter-api.jar:$J/assertj-core.jar:'
+            '$J/apiguardian.jar" $(find src -name "*.java") && '
+            'java -jar "$J/junit-platform-console-standalone.jar" --class-path '
+            '"build/ksi-classes:$J/assertj-core.jar" --scan-class-path --disable-banner '
+            "--details=tree --fail-if-no-tests",
+            ("default-jdk-headless", "junit5", "libassertj-core-java"),
         ),
     )
 }

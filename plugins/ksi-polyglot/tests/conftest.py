@@ -23,7 +23,7 @@ import pytest
 collect_ignore = ["fixtures"]
 
 CHECKOUT = Path(__file__).resolve().parent / "fixtures" / "polyglot-benchmark"
-LANGS = ("cpp", "go", "javascript", "python", "rust")
+LANGS = ("cpp", "go", "java", "javascript", "python", "rust")
 #: The test environment's own bin directory first: its python3 has pytest.
 PATH = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
 
@@ -33,11 +33,20 @@ _TOOLS = {
     "go": ("go",),
     "rust": ("cargo",),
     "cpp": ("cmake", "make", "g++"),
+    "java": ("javac", "java"),
 }
+#: Java's test libraries come from Debian (junit5, libassertj-core-java), not from PATH.
+JAVA_JARS = (
+    "/usr/share/java/junit-platform-console-standalone.jar",
+    "/usr/share/java/assertj-core.jar",
+)
 
 
 def missing_toolchain(language: str) -> list[str]:
-    return [tool for tool in _TOOLS[language] if shutil.which(tool, path=PATH) is None]
+    missing = [tool for tool in _TOOLS[language] if shutil.which(tool, path=PATH) is None]
+    if language == "java":
+        missing += [jar for jar in JAVA_JARS if not Path(jar).is_file()]
+    return missing
 
 
 def required(language: str) -> bool:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import attrs
 import pytest
-from conftest import PATH, exercise
+from conftest import PATH, exercise, missing_toolchain, required
 from ksi_polyglot.evaluator import PolyglotEvaluator
 from ksi_polyglot.source import PolyglotTaskSource
 
@@ -108,3 +108,18 @@ def test_the_second_try_prompt_carries_the_cleaned_test_output(tmp_path: Path) -
 def test_tries_must_be_sensible() -> None:
     with pytest.raises(ValueError, match="tries must be between 1 and 10"):
         PolyglotEvaluator(tries=0)
+
+
+def test_java_disabled_tests_are_turned_on(tmp_path: Path) -> None:
+    missing = missing_toolchain("java")
+    if missing and not required("java"):
+        pytest.skip(f"java toolchain missing: {', '.join(missing)}")
+    task, repo = workspace(tmp_path, "java", "digit-sum")
+    # Right for the one test that is not @Disabled (zero), wrong for the disabled one.
+    (repo / "src" / "main" / "java" / "DigitSum.java").write_text(
+        "class DigitSum {\n    int of(long number) {\n        return 0;\n    }\n}\n"
+    )
+    result = grade(task, repo, tmp_path)
+    assert result.native_score == 0.0, result.stdout_tail
+    assert "@Disabled(" not in (repo / "src" / "test" / "java" / "DigitSumTest.java").read_text()
+    assert "severalDigits" in result.stdout_tail

@@ -15,7 +15,7 @@ from ksi.runner.attempt import seed_dir
 
 ALL_IDS = [
     f"{lang}.{name}"
-    for lang in ("cpp", "go", "javascript", "python", "rust")
+    for lang in ("cpp", "go", "java", "javascript", "python", "rust")
     for name in ("digit-sum", "word-reverse")
 ]
 
@@ -24,8 +24,10 @@ def test_a_checkout_loads_every_exercise_with_language_dot_name_ids() -> None:
     tasks = PolyglotTaskSource().load(CHECKOUT)
     assert [t.id for t in tasks] == ALL_IDS
     assert {t.metadata["polyglot"]["language"] for t in tasks} == {
-        "cpp", "go", "javascript", "python", "rust"
+        "cpp", "go", "java", "javascript", "python", "rust"
     }  # fmt: skip
+    java = next(t for t in tasks if t.id == "java.digit-sum").solution
+    assert java is not None and list(java.files or {}) == ["src/main/java/DigitSum.java"]
 
 
 def test_language_selects_by_option_or_by_path() -> None:
