@@ -150,6 +150,10 @@ class PolyglotTaskSource:
         "exercises); graded by each language's tests"
     )
     default_evaluator: ClassVar[str] = "polyglot"
+    #: ``ksi run --language python,javascript`` sets the ``language`` option.
+    cli_options: ClassVar[dict[str, tuple[str, str]]] = {
+        "--language": ("language", "polyglot: only these languages (e.g. python,javascript).")
+    }
 
     #: Only these languages (comma-separated); empty: every language in the checkout.
     language: tuple[str, ...] = attrs.field(default=(), converter=_languages)
