@@ -35,12 +35,12 @@ def fresh_venv(path: Path) -> Path:
         text=True,
     ).stdout.strip()
     # KSI from the checkout, and pip, pluggy, typer... from the development venv, minus
-    # any ksi-harbor installed there (the README's test command installs it), so that
-    # the plugin this test installs is the only one the fresh venv can see.
+    # the repository's plugins installed there (the README's test command installs them),
+    # so that the plugin this test installs is the only one the fresh venv can see.
     deps = path.parent / "dev-site"
     deps.mkdir()
     for entry in Path(sysconfig.get_paths()["purelib"]).iterdir():
-        if "harbor" not in entry.name.lower():
+        if not any(p in entry.name.lower() for p in ("harbor", "ksi_arc", "ksi_polyglot")):
             (deps / entry.name).symlink_to(entry)
     lines = [str(ROOT), str(deps)]
     (Path(site_dir) / "_ksi_dev.pth").write_text("\n".join(lines) + "\n")

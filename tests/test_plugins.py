@@ -38,8 +38,8 @@ ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 
 #: Plugins this repository installs into the test environment (the README's test command
-#: installs plugins/ksi-harbor); listings are compared without them.
-INSTALLED = ("ksi-harbor",)
+#: installs plugins/ksi-harbor, ksi-arc and ksi-polyglot); listings are compared without them.
+INSTALLED = ("ksi-harbor", "ksi-arc", "ksi-polyglot")
 
 
 def without_installed(lines: list[str]) -> list[str]:
