@@ -4,9 +4,10 @@ It is KSI's ``command`` evaluator (same host process, scrubbed environment,
 sandbox isolation, ``--eval-in environment`` through the language's image)
 with the benchmark's rules around it:
 
-1. the exercise's test files are put back from the checkout (the agent saw
-   them and may have edited them), with the tests the exercise skips turned
-   on (JavaScript ``xtest``, Java ``@Disabled``), as Aider does;
+1. the graded copy is rebuilt as Aider's benchmark has it: the exercise from
+   the checkout (tests, build files) with only the agent's solution files in
+   it (:mod:`ksi_polyglot.graded_tree`), and the tests the exercise skips
+   turned on (JavaScript ``xtest``, Java ``@Disabled``), as Aider does;
 2. JavaScript on the host: a ``node_modules`` for the exercise's
    ``package.json`` is installed once per set of dependencies (under
    ``npm_dir``) and linked in, as Aider's ``npm-test.sh`` links its own;
@@ -24,7 +25,6 @@ the test output and another go in the same workspace (see
 from __future__ import annotations
 
 import re
-import shutil
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
@@ -33,6 +33,7 @@ import attrs
 from ksi.eval.command import CommandEvaluator
 from ksi.interfaces import EnvironmentHandle
 from ksi.models import EvalResult, TaskSpec
+from ksi_polyglot.graded_tree import rebuild
 from ksi_polyglot.languages import LANGUAGES, NO_TOOLCHAIN_EXIT
 from ksi_polyglot.npm import NpmError, default_npm_dir, node_modules_for
 
@@ -94,10 +95,24 @@ class PolyglotEvaluator(CommandEvaluator):
                 notes=(f"task {task.id!r} is not a polyglot exercise (no metadata['polyglot'])",),
             )
         workdir = Path(workdir)
-        restored = self._restore_tests(poly, workdir, language.unskip)
+        exercise_dir = Path(str(poly.get("exercise_dir", "")))
+        if not (exercise_dir / ".meta" / "config.json").is_file():
+            return EvalResult(
+                "eval_error",
+                None,
+                eval_workdir=str(workdir),
+                notes=(f"the exercise {str(exercise_dir)!r} is gone from the checkout; unscored",),
+            )
+        tree = rebuild(
+            workdir,
+            exercise_dir,
+            poly.get("solution_files") or (),
+            poly.get("test_files") or (),
+            language.unskip,
+        )
         if env is None and language.name == "javascript":
             try:
-                self._link_node_modules(workdir)
+                self._link_node_modules(exercise_dir, workdir)
             except NpmError as exc:
                 return EvalResult(
                     "no_toolchain",
@@ -107,7 +122,18 @@ class PolyglotEvaluator(CommandEvaluator):
                 )
         result = super().grade(task, workdir, env=env, log_dir=log_dir)
         notes = list(result.notes)
-        details = {**result.details, "restored_tests": restored, "language": language.name}
+        if tree.left_out_count:
+            more = tree.left_out_count - len(tree.left_out)
+            notes.append(
+                "not graded (only the solution files come from the agent, as in Aider's "
+                f"benchmark): {', '.join(tree.left_out)}" + (f" and {more} more" if more else "")
+            )
+        details = {
+            **result.details,
+            "language": language.name,
+            "from_agent": list(tree.from_agent),
+            "left_out": list(tree.left_out),
+        }
         if result.exit_code == NO_TOOLCHAIN_EXIT:
             return attrs.evolve(
                 result,
@@ -118,7 +144,13 @@ class PolyglotEvaluator(CommandEvaluator):
             )
         if result.status == "timeout":
             # Aider counts tests that time out as failed: a hanging solution is a wrong one.
-            return attrs.evolve(result, status="tests_timed_out", native_score=0.0, details=details)
+            return attrs.evolve(
+                result,
+                status="tests_timed_out",
+                native_score=0.0,
+                notes=tuple(notes),
+                details=details,
+            )
         if details.get("score_source") == "score.json":
             notes.append("score.json ignored: only the tests' exit status counts")
             details["score_source"] = "exit_code"
@@ -126,33 +158,15 @@ class PolyglotEvaluator(CommandEvaluator):
             return attrs.evolve(
                 result, native_score=1.0 if passed else 0.0, notes=tuple(notes), details=details
             )
-        return attrs.evolve(result, details=details)
+        return attrs.evolve(result, notes=tuple(notes), details=details)
 
-    def _restore_tests(self, poly: dict[str, Any], workdir: Path, unskip: Any) -> list[str]:
-        """Put the exercise's test files back from the checkout, skips turned on."""
-        source = Path(str(poly.get("exercise_dir", "")))
-        restored = []
-        for rel in poly.get("test_files") or ():
-            src, dest = source / rel, workdir / rel
-            if not src.is_file():
-                continue
-            if dest.is_symlink() or dest.is_dir():
-                shutil.rmtree(dest) if dest.is_dir() and not dest.is_symlink() else dest.unlink()
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            text = src.read_text(encoding="utf-8")
-            dest.write_text(unskip(rel, text), encoding="utf-8")
-            restored.append(rel)
-        return restored
-
-    def _link_node_modules(self, workdir: Path) -> None:
-        """``workdir/node_modules`` -> the shared install for this exercise's package.json."""
-        target = node_modules_for(workdir / "package.json", Path(self.npm_dir or default_npm_dir()))
-        link = workdir / "node_modules"
-        if link.is_symlink() or link.is_file():
-            link.unlink()
-        elif link.is_dir():
-            shutil.rmtree(link)  # the agent's own install never counts
-        link.symlink_to(target, target_is_directory=True)
+    def _link_node_modules(self, exercise_dir: Path, workdir: Path) -> None:
+        """``workdir/node_modules`` -> the shared install for the exercise's package.json
+        (the checkout's: what the agent wrote is never installed)."""
+        target = node_modules_for(
+            exercise_dir / "package.json", Path(self.npm_dir or default_npm_dir())
+        )
+        (workdir / "node_modules").symlink_to(target, target_is_directory=True)
 
     def feedback(self, task: TaskSpec, result: EvalResult) -> str | None:
         """The prompt of the next try: the failing test output, then what to do (Aider's)."""

@@ -39,7 +39,8 @@ def test_the_example_passes_and_the_stub_fails(tmp_path: Path) -> None:
     )
     passed = grade(task, repo, tmp_path)
     assert (passed.status, passed.native_score) == ("scored", 1.0)
-    assert passed.details["restored_tests"] == ["word_reverse_test.py"]
+    assert passed.details["from_agent"] == ["word_reverse.py"]
+    assert passed.details["left_out"] == []
 
 
 def test_edited_tests_are_put_back_and_a_planted_score_is_ignored(tmp_path: Path) -> None:
@@ -56,6 +57,28 @@ def test_edited_tests_are_put_back_and_a_planted_score_is_ignored(tmp_path: Path
         exercise("python", "digit-sum") / "digit_sum_test.py"
     ).read_text()
     assert "score.json ignored: only the tests' exit status counts" in result.notes
+
+
+def test_only_the_solution_files_come_from_the_agent(tmp_path: Path) -> None:
+    task, repo = workspace(tmp_path, "python", "digit-sum")
+    # A pytest.ini that only collects would make pytest exit 0 without running a test.
+    (repo / "pytest.ini").write_text("[pytest]\naddopts = --collect-only\n")
+    (repo / "helper.py").write_text("X = 1\n")
+    result = grade(task, repo, tmp_path)
+    assert result.native_score == 0.0
+    assert not (repo / "pytest.ini").exists() and not (repo / "helper.py").exists()
+    assert result.details["left_out"] == ["helper.py", "pytest.ini"]
+    assert any(n.startswith("not graded (only the solution files") for n in result.notes)
+
+
+def test_a_javascript_test_script_the_agent_rewrote_does_not_count(tmp_path: Path) -> None:
+    task, repo = workspace(tmp_path, "javascript", "digit-sum")
+    package = repo / "package.json"
+    package.write_text(package.read_text().replace('"jest ./*"', '"true"'))
+    result = grade(task, repo, tmp_path)
+    assert result.native_score == 0.0, result.stdout_tail
+    assert result.details["left_out"] == ["package.json"]
+    assert '"jest ./*"' in package.read_text()
 
 
 def test_tests_that_hang_fail_instead_of_going_unscored(tmp_path: Path) -> None:

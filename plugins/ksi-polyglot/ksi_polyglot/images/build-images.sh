@@ -52,6 +52,10 @@ for lang in "${languages[@]}"; do
     file="$HERE/Dockerfile.$lang"
     [ -f "$file" ] || { echo "error: no Dockerfile for language '$lang' ($file)" >&2; exit 2; }
     context=$(mktemp -d)
+    # The host's extra CA certificates go into the build context (an image that downloads
+    # through an intercepting proxy needs them); the directory exists even when empty.
+    mkdir -p "$context/ca-certificates"
+    cp /usr/local/share/ca-certificates/*.crt "$context/ca-certificates/" 2>/dev/null || true
     if [ "$lang" = javascript ]; then
         pkg="${KSI_POLYGLOT_PACKAGE_JSON:-}"
         if [ -z "$pkg" ] && [ -n "$checkout" ]; then
