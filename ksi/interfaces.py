@@ -37,6 +37,7 @@ __all__ = [
     "Evaluator",
     "ExecResult",
     "Executor",
+    "GivesFeedback",
     "Invocation",
     "Strategy",
     "TaskSource",
@@ -262,6 +263,33 @@ class Evaluator(Protocol):
         Never raises for a problem with the attempt: an ungradeable attempt
         is an :class:`EvalResult` with ``native_score=None`` and a status.
         """
+        ...
+
+
+@runtime_checkable
+class GivesFeedback(Protocol):
+    """Optional for an evaluator: more than one round of work per attempt, with feedback.
+
+    Aider's benchmark gives the agent a second try after showing it the failing
+    tests' output; an evaluator with ``rounds > 1`` asks KSI's runner for the
+    same. After each round but the last, while the attempt's environment is
+    still up (the agent's processes have ended), the runner captures
+    ``repo/`` and grades that capture as it grades any attempt; a round that
+    earns full marks, or cannot be scored, ends the attempt early. Otherwise
+    :meth:`feedback` writes the next round's prompt and the agent runs again
+    in the same workspace (a new agent process: a CLI agent starts a new
+    session). The last round's grade is the attempt's score; the earlier
+    rounds are in the record's ``rounds``, their files under
+    ``<attempt>/rounds/<n>/``.
+    """
+
+    @property
+    def rounds(self) -> int:
+        """How many times the agent may work on one attempt (1: once, as usual)."""
+        ...
+
+    def feedback(self, task: TaskSpec, result: EvalResult) -> str | None:
+        """The next round's prompt after a round graded ``result``; ``None`` ends the attempt."""
         ...
 
 

@@ -7,6 +7,7 @@ them into JSON and back.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import attrs
@@ -187,3 +188,18 @@ class Usage:
     cache_write_tokens: int = 0
     cost_usd: float | None = None
     turns: int | None = None
+
+
+def total_usage(usages: Sequence[Usage]) -> Usage:
+    """The sum of several agent runs' usage (one attempt's rounds); a cost or turn count
+    that any run left unknown stays unknown only if every run left it unknown."""
+    costs = [u.cost_usd for u in usages if u.cost_usd is not None]
+    turns = [u.turns for u in usages if u.turns is not None]
+    return Usage(
+        input_tokens=sum(u.input_tokens for u in usages),
+        output_tokens=sum(u.output_tokens for u in usages),
+        cache_read_tokens=sum(u.cache_read_tokens for u in usages),
+        cache_write_tokens=sum(u.cache_write_tokens for u in usages),
+        cost_usd=sum(costs) if costs else None,
+        turns=sum(turns) if turns else None,
+    )

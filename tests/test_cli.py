@@ -191,3 +191,39 @@ def test_docker_flags_still_reach_the_environment_options(tmp_path: Path) -> Non
     )
     assert proc.returncode == 2
     assert "cpus" in proc.stderr
+
+
+def test_a_task_source_takes_options_and_adds_its_own_flags(
+    site: Site,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    site.add("ksi-fake-source", "ksi_fake_source", ep_name="prefixed")
+    help_text = ksi_cli("run", "--help", env=site.env(COLUMNS="200"), cwd=tmp_path)
+    (prefix,) = [
+        line for line in help_text.stdout.splitlines() if line.strip().startswith("--prefix")
+    ]
+    assert "Prefix of every task id (prefixed source)." in prefix
+
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text('{"task_id": "t", "prompt": "p"}\n')
+    listed = ksi_cli(
+        "tasks", "list", str(tasks), "--task-source", "prefixed",
+        "--task-source-option", "prefix=opt", "--json", env=site.env(), cwd=tmp_path,
+    )  # fmt: skip
+    assert listed.returncode == 0, listed.stderr
+    assert [row["task_id"] for row in json.loads(listed.stdout)] == ["opt-t"]
+
+    args = ["run", str(tasks), "--agent", "nop", "--task-source", "prefixed", "--run-dir", "r1"]
+    proc = ksi_cli(*args, "--prefix", "flag", env=site.env(), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "r1" / "attempts" / "flag-t").is_dir()
+    config = json.loads((tmp_path / "r1" / "run.json").read_text())["config"]
+    assert config["task_source_options"] == {"prefix": "flag"}
+    # A resume with another value is another experiment: refused, naming the option.
+    resume = ["run", "--run-dir", "r1", "--resume", "--prefix", "other"]
+    proc = ksi_cli(*resume, env=site.env(), cwd=tmp_path)
+    assert proc.returncode == 2
+    assert "task_source_options: the run has {'prefix': 'flag'}" in proc.stderr
+
+    bad = ksi_cli(*args[:-1], "r2", "--task-source-option", "prefx=x", env=site.env(), cwd=tmp_path)
+    assert bad.returncode == 2 and "prefx" in bad.stderr and "prefix" in bad.stderr

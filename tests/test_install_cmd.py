@@ -35,13 +35,13 @@ def fresh_venv(path: Path) -> Path:
         text=True,
     ).stdout.strip()
     # KSI from the checkout, and pip, pluggy, typer... from the development venv, minus
-    # any ksi-harbor or ksi-ray installed there (the README's test command installs the
-    # first, .ci/ray-plugin-check.sh the second), so that the plugin this test installs
-    # is the only one the fresh venv can see.
+    # the repository's plugins installed there (the README's test command installs most,
+    # .ci/ray-plugin-check.sh ksi-ray),
+    # so that the plugin this test installs is the only one the fresh venv can see.
     deps = path.parent / "dev-site"
     deps.mkdir()
     for entry in Path(sysconfig.get_paths()["purelib"]).iterdir():
-        if not any(name in entry.name.lower() for name in ("harbor", "ksi_ray")):
+        if not any(p in entry.name.lower() for p in ("harbor", "ksi_arc", "ksi_polyglot", "ksi_ray")):
             (deps / entry.name).symlink_to(entry)
     lines = [str(ROOT), str(deps)]
     (Path(site_dir) / "_ksi_dev.pth").write_text("\n".join(lines) + "\n")

@@ -66,8 +66,8 @@ def test_a_record_is_journalled_as_the_same_json_as_before(tmp_path: Path) -> No
     journal.write_text(SCORED_LINE + "\n")
     (record,) = read_records(journal)
     written = dumps_line(record)
-    # Fields added since that line was written (error_kind, skipped_counts, and the
-    # generation with the notes it got) are the only difference.
+    # Fields added since that line was written (error_kind, skipped_counts, repo_changed,
+    # generation with the notes it got, rounds) are the only difference.
     assert json.loads(written) == {
         **json.loads(SCORED_LINE),
         "error_kind": "",
@@ -75,6 +75,7 @@ def test_a_record_is_journalled_as_the_same_json_as_before(tmp_path: Path) -> No
         "repo_changed": None,
         "generation": 1,
         "knowledge": None,
+        "rounds": [],
     }
     old_eval = SCORED_LINE[SCORED_LINE.index('"eval":') : SCORED_LINE.index(',"timings"')]
     assert old_eval in written, "the eval dict keeps resolved, key order and all"

@@ -38,9 +38,9 @@ ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 
 #: Plugins this repository installs into the test environment (the README's test command
-#: installs plugins/ksi-harbor; .ci/ray-plugin-check.sh adds plugins/ksi-ray); listings are
-#: compared without them.
-INSTALLED = ("ksi-harbor", "ksi-ray")
+#: installs plugins/ksi-harbor, ksi-arc and ksi-polyglot; .ci/ray-plugin-check.sh adds
+#: plugins/ksi-ray); listings are compared without them.
+INSTALLED = ("ksi-harbor", "ksi-arc", "ksi-polyglot", "ksi-ray")
 
 
 def without_installed(lines: list[str]) -> list[str]:

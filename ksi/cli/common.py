@@ -80,6 +80,12 @@ TaskSourceOption = Annotated[
         help="Task source that reads TASKS.",
     ),
 ]
+TaskSourceOptionsOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--task-source-option", metavar="KEY=VALUE", help="A task source option (repeatable)."
+    ),
+]
 EnvironmentOption = Annotated[
     str,
     typer.Option(

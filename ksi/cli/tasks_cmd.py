@@ -13,6 +13,7 @@ from ksi.cli.common import (
     TaskIdOption,
     TasksArg,
     TaskSourceOption,
+    TaskSourceOptionsOption,
     TasksPathOption,
     echo_json,
     require_tasks_path,
@@ -37,20 +38,28 @@ tasks_app = typer.Typer(
 )
 
 
+def _source_options(given: list[str] | None) -> dict[str, str]:
+    """``--task-source-option KEY=VALUE`` values as the source's options."""
+    from ksi.options import parse_key_values
+
+    return parse_key_values(given or [], "--task-source-option")
+
+
 def _load(
     tasks: Path | None,
     tasks_path: Path | None,
     task_source: str,
+    source_options: dict[str, str],
     selection: TaskSelection,
     command: str,
 ) -> tuple[Path, list[TaskSpec]]:
     """All problems (exit 2) or the selected tasks; validation first so every problem is listed."""
     path = require_tasks_path(tasks, tasks_path, f"tasks {command}")
-    problems = validate_tasks_for_source(task_source, path)
+    problems = validate_tasks_for_source(task_source, path, options=source_options)
     if problems:
         count = len(problems)
         raise TaskLoadError(problems, header=problems_header(str(path), count))
-    loaded = get_task_source(task_source).load(path)
+    loaded = get_task_source(task_source, source_options).load(path)
     return path, loaded if selection.everything else selection.apply(loaded, where=str(path))
 
 
@@ -62,6 +71,7 @@ def validate(
     exclude: ExcludeOption = None,
     limit: LimitOption = None,
     task_source: TaskSourceOption = DEFAULT_TASK_SOURCE,
+    task_source_option: TaskSourceOptionsOption = None,
     protect: Annotated[
         list[str] | None,
         typer.Option(
@@ -80,7 +90,8 @@ def validate(
     from ksi.tasks.solution_capture import solution_capture_warnings
 
     selection = task_selection(task_id, exclude, limit)
-    path, chosen = _load(tasks, tasks_path, task_source, selection, "validate")
+    options = _source_options(task_source_option)
+    path, chosen = _load(tasks, tasks_path, task_source, options, selection, "validate")
     try:
         rule = ProtectRule(tuple(protect or ()))
     except ValueError as exc:
@@ -114,12 +125,15 @@ def list_tasks(
     exclude: ExcludeOption = None,
     limit: LimitOption = None,
     task_source: TaskSourceOption = DEFAULT_TASK_SOURCE,
+    task_source_option: TaskSourceOptionsOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")] = False,
 ) -> None:
     """List each task: id, starting files (count or directory) and eval command."""
     selection = task_selection(task_id, exclude, limit)
-    evaluator = str(getattr(get_task_source(task_source), "default_evaluator", "") or "command")
-    loaded = _load(tasks, tasks_path, task_source, selection, "list")[1]
+    options = _source_options(task_source_option)
+    source = get_task_source(task_source, options)
+    evaluator = str(getattr(source, "default_evaluator", "") or "command")
+    loaded = _load(tasks, tasks_path, task_source, options, selection, "list")[1]
     rows = [_row(task, evaluator) for task in loaded]
     if as_json:
         echo_json(rows)

@@ -26,8 +26,15 @@ from typing import Any
 
 import attrs
 
-from ksi.interfaces import AgentContext, AgentOutcome, AttemptContext, ExecResult
-from ksi.models import EvalResult, TaskSpec
+from ksi.interfaces import (
+    AgentContext,
+    AgentOutcome,
+    AttemptContext,
+    EnvironmentHandle,
+    ExecResult,
+    GivesFeedback,
+)
+from ksi.models import EvalResult, TaskSpec, total_usage
 from ksi.protected_files import ProtectRule
 from ksi.runner.cancel import Cancelled, CancelToken, close_token, open_token
 from ksi.runner.capture import CaptureReport, capture_repo, copy_tree, remove_tree
@@ -41,7 +48,7 @@ from ksi.runner.diskfull import (
     wipe_after_disk_full,
 )
 from ksi.runner.job import AttemptJob
-from ksi.runner.models import AttemptRecord, Timings
+from ksi.runner.models import AttemptRecord, RoundResult, Timings
 from ksi.runner.run_state import now
 from ksi.serialization import to_data
 
@@ -214,6 +221,7 @@ class _Attempt:
         outcome = AgentOutcome()
         eval_result: EvalResult | None = None
         capture: CaptureReport | None = None
+        rounds: tuple[RoundResult, ...] = ()
         try:
             if attempt_dir.exists():  # left by a killed run (the driver kept finished ones aside)
                 remove_tree(attempt_dir)
@@ -257,24 +265,11 @@ class _Attempt:
                 host_workspace=workspace,
                 model=cfg.model,
             )
-            t = time.monotonic()
-            self.step = f"running agent {component_name(parts.agent)!r}"
-            parts.agent.setup(ctx)
-            invocation = parts.agent.invocation(ctx)
-            if invocation is not None and isinstance(workdir, str) and invocation.cwd == ".":
-                invocation = attrs.evolve(invocation, cwd=workdir)
-            if invocation is not None:
-                result = handle.exec(
-                    invocation,
-                    timeout=_agent_timeout(job),
-                    stdout_path=attempt_dir / "agent.stdout.log",
-                    stderr_path=attempt_dir / "agent.stderr.log",
-                    log_cap_bytes=cfg.log_cap_bytes,
+            outcome, result = self._run_agent(ctx, handle)
+            if parts.feedback is not None:
+                outcome, result, rounds = self._feedback_rounds(
+                    parts.feedback, ctx, handle, seed, outcome, result
                 )
-            outcome = parts.agent.outcome(ctx, result)
-            self.times["agent"] = time.monotonic() - t
-            if self.token.cancelled:
-                raise Cancelled("the agent was killed by the run's teardown")
 
             if parts.grades_in == "environment":
                 t = time.monotonic()
@@ -282,7 +277,7 @@ class _Attempt:
                 eval_result = parts.evaluator.grade(
                     job.task, repo, env=handle, log_dir=attempt_dir / "eval"
                 )
-                self.times["eval"] = time.monotonic() - t
+                self._add_time("eval", t)
 
             # Nothing of the agent may run while its repo/ is read.
             self.step = "capturing repo/"
@@ -306,10 +301,10 @@ class _Attempt:
                 t = time.monotonic()
                 self.step = f"grading with evaluator {component_name(parts.evaluator)!r}"
                 eval_result = self._grade_after_capture(repo, captured)
-                self.times["eval"] = time.monotonic() - t
+                self._add_time("eval", t)
             if cfg.wipe_workspace:
                 remove_tree(workspace)
-            return self._record(outcome, result, eval_result, capture)
+            return self._record(outcome, result, eval_result, capture, rounds)
         except Exception as exc:
             record = AttemptRecord(
                 **self.base,
@@ -327,6 +322,108 @@ class _Attempt:
                 with contextlib.suppress(Exception):
                     handle.stop()
                 self.token.untrack(handle)
+
+    def _add_time(self, phase: str, started: float) -> None:
+        self.times[phase] = self.times.get(phase, 0.0) + time.monotonic() - started
+
+    def _run_agent(
+        self, ctx: AgentContext, handle: EnvironmentHandle
+    ) -> tuple[AgentOutcome, ExecResult | None]:
+        """One agent process on ``ctx.prompt``; its logs go to ``ctx.attempt_dir``."""
+        agent, t = self.parts.agent, time.monotonic()
+        self.step = f"running agent {component_name(agent)!r}"
+        agent.setup(ctx)
+        invocation = agent.invocation(ctx)
+        # Tasks that work in the image's own directory (Harbor's /app) say so.
+        workdir = self.job.task.runtime.workdir
+        if invocation is not None and isinstance(workdir, str) and invocation.cwd == ".":
+            invocation = attrs.evolve(invocation, cwd=workdir)
+        result: ExecResult | None = None
+        if invocation is not None:
+            result = handle.exec(
+                invocation,
+                timeout=_agent_timeout(self.job),
+                stdout_path=ctx.attempt_dir / "agent.stdout.log",
+                stderr_path=ctx.attempt_dir / "agent.stderr.log",
+                log_cap_bytes=self.job.settings.log_cap_bytes,
+            )
+        outcome = agent.outcome(ctx, result)
+        self._add_time("agent", t)
+        if self.token.cancelled:
+            raise Cancelled("the agent was killed by the run's teardown")
+        return outcome, result
+
+    def _feedback_rounds(
+        self,
+        feedback: GivesFeedback,
+        ctx: AgentContext,
+        handle: EnvironmentHandle,
+        seed: Path,
+        outcome: AgentOutcome,
+        result: ExecResult | None,
+    ) -> tuple[AgentOutcome, ExecResult | None, tuple[RoundResult, ...]]:
+        """Rounds 2..n (see :class:`ksi.interfaces.GivesFeedback`): grade the work so far,
+        and while it falls short, run the agent again on the evaluator's feedback."""
+        from ksi.tasks.prompts import agent_prompt
+
+        task = self.job.task
+        earlier: list[RoundResult] = []
+        usages = [outcome.usage]
+        for number in range(2, feedback.rounds + 1):
+            if outcome.status in AGENT_INFRA_STATUSES:
+                break
+            graded = self._grade_round(handle, seed, number - 1)
+            if graded.native_score is None or graded.native_score >= 1.0:
+                break  # the final grade, after capture, says the same
+            text = feedback.feedback(task, graded)
+            if not text:
+                break
+            earlier.append(
+                RoundResult(number - 1, graded.native_score, graded.status, outcome.status)
+            )
+            round_dir = self.dir / "rounds" / str(number)
+            round_dir.mkdir(parents=True, exist_ok=True)
+            prompt = agent_prompt(attrs.evolve(task, prompt=text))
+            (round_dir / "prompt.md").write_text(prompt, encoding="utf-8")
+            ctx = attrs.evolve(ctx, prompt=prompt, attempt_dir=round_dir)
+            outcome, result = self._run_agent(ctx, handle)
+            usages.append(outcome.usage)
+        return attrs.evolve(outcome, usage=total_usage(usages)), result, tuple(earlier)
+
+    def _grade_round(self, handle: EnvironmentHandle, seed: Path, number: int) -> EvalResult:
+        """Grade the live ``repo/`` between rounds: captured under the capture rules into
+        ``rounds/<n>/captured/repo``, then graded as the attempt's final grade would be
+        (a host copy, or through the live environment when grading happens there)."""
+        job, cfg, t = self.job, self.job.settings, time.monotonic()
+        self.step = (
+            f"grading round {number} with evaluator {component_name(self.parts.evaluator)!r}"
+        )
+        repo = Path(handle.host_workspace) / "repo"
+        round_dir = self.dir / "rounds" / str(number)
+        log_dir = round_dir / "eval"
+        captured = round_dir / "captured" / "repo"
+        try:
+            capture_repo(
+                repo,
+                seed,
+                captured,
+                max_file_bytes=cfg.capture_max_file_bytes,
+                protect=ProtectRule(cfg.protect).plus(job.task.eval.protect),
+            )
+            if self.parts.grades_in == "environment":
+                return self.parts.evaluator.grade(job.task, repo, env=handle, log_dir=log_dir)
+            env = handle if cfg.eval_in == "environment" else None
+            # Inside the environment's workspace when the environment runs the grade.
+            work = (repo.parent / f".ksi-round-{number}" if env else log_dir) / "repo"
+            remove_tree(work)
+            work.parent.mkdir(parents=True, exist_ok=True)
+            copy_tree(captured, work)
+            try:
+                return self.parts.evaluator.grade(job.task, work, env=env, log_dir=log_dir)
+            finally:
+                remove_tree(work.parent if env else work)
+        finally:
+            self._add_time("eval", t)
 
     def _grade_after_capture(self, live_repo: Path, captured: Path) -> EvalResult:
         """Grade once the agent's environment is gone: a fresh copy of the captured repo on
@@ -387,6 +484,7 @@ class _Attempt:
         result: ExecResult | None,
         eval_result: EvalResult | None,
         capture: CaptureReport | None,
+        rounds: tuple[RoundResult, ...] = (),
     ) -> AttemptRecord:
         if outcome.status in AGENT_INFRA_STATUSES:
             status, score = "agent_error", None
@@ -414,6 +512,7 @@ class _Attempt:
             error=outcome.error,
             finished_at=now(),
             retryable=retryable,
+            rounds=rounds,
         )
 
 

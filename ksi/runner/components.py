@@ -24,6 +24,7 @@ from ksi.interfaces import (
     Evaluator,
     ExecResult,
     Executor,
+    GivesFeedback,
     Invocation,
 )
 from ksi.models import TaskSpec
@@ -161,6 +162,14 @@ class Components:
     @property
     def grades_in(self) -> Literal["host", "environment"]:
         return "host" if grades_on_host(self.evaluator) else "environment"
+
+    @property
+    def feedback(self) -> GivesFeedback | None:
+        """The evaluator, when it asks for more than one round per attempt."""
+        ev = self.evaluator
+        if isinstance(ev, GivesFeedback) and isinstance(ev.rounds, int) and ev.rounds > 1:
+            return ev
+        return None
 
 
 def resolve_components(

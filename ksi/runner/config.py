@@ -57,6 +57,7 @@ _MATCH, _GROW, _FREE = Change.MATCH, Change.GROW, Change.FREE
 RESUME_RULES: dict[str, ResumeRule] = {
     "agent": ResumeRule(_MATCH, "--agent"),
     "task_source": ResumeRule(_MATCH, "--task-source"),
+    "task_source_options": ResumeRule(_MATCH, "--task-source-option"),
     "tasks_path": ResumeRule(_FREE, "TASKS"),
     "agent_options": ResumeRule(_MATCH, "--agent-option"),
     "model": ResumeRule(_MATCH, "--model"),
@@ -112,6 +113,8 @@ class RunConfig:
     agent: str
     task_source: str = "custom"
     tasks_path: str | None = None
+    #: The task source's options (``--task-source-option``, or a source's own flags).
+    task_source_options: dict[str, str] = attrs.field(factory=dict)
     agent_options: dict[str, str] = attrs.field(factory=dict)
     model: str | None = None
     environment: str = "local"

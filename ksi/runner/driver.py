@@ -188,7 +188,7 @@ class Driver:
         else:
             if not self.config.tasks_path:
                 raise UserInputError("no tasks: give a tasks path (ksi run TASKS_PATH ...)")
-            source = get_task_source(self.config.task_source)
+            source = get_task_source(self.config.task_source, self.config.task_source_options)
             tasks = source.load(Path(self.config.tasks_path))
         ids = [t.id for t in tasks]
         dupes = sorted({i for i in ids if ids.count(i) > 1}) if len(set(ids)) != len(ids) else []

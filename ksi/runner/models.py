@@ -63,6 +63,17 @@ WORKER_LOST = "worker_lost"
 
 
 @attrs.frozen
+class RoundResult:
+    """An earlier round of an attempt whose evaluator gives feedback (see
+    :class:`ksi.interfaces.GivesFeedback`): how the work stood when it ended."""
+
+    round: int
+    score: float | None
+    eval_status: str
+    agent_status: str = ""
+
+
+@attrs.frozen
 class AttemptRecord:
     """One finished attempt, exactly as journalled."""
 
@@ -111,6 +122,9 @@ class AttemptRecord:
     generation: int = 1
     #: The notes of earlier generations the attempt was given (None: none).
     knowledge: KnowledgeRef | None = None
+    #: The rounds before the last, for an evaluator that gives feedback between rounds
+    #: (the record's ``score`` is the last round's); empty otherwise.
+    rounds: tuple[RoundResult, ...] = ()
 
 
 @attrs.frozen
