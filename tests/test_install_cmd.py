@@ -41,7 +41,9 @@ def fresh_venv(path: Path) -> Path:
     deps = path.parent / "dev-site"
     deps.mkdir()
     for entry in Path(sysconfig.get_paths()["purelib"]).iterdir():
-        if not any(p in entry.name.lower() for p in ("harbor", "ksi_arc", "ksi_polyglot", "ksi_ray")):
+        if not any(
+            p in entry.name.lower() for p in ("harbor", "ksi_arc", "ksi_polyglot", "ksi_ray")
+        ):
             (deps / entry.name).symlink_to(entry)
     lines = [str(ROOT), str(deps)]
     (Path(site_dir) / "_ksi_dev.pth").write_text("\n".join(lines) + "\n")
