@@ -193,11 +193,11 @@ class CodexAgent(CliAgent):
             if kind == "thread.started":
                 thread_id = str(event.get("thread_id") or "")
             elif kind == "turn.completed":
-                usage = as_dict(event.get("usage"))
-                inp += as_int(usage.get("input_tokens"))
-                cached += as_int(usage.get("cached_input_tokens"))
-                written += as_int(usage.get("cache_write_input_tokens"))
-                out += as_int(usage.get("output_tokens"))
+                counts = as_dict(event.get("usage"))
+                inp += as_int(counts.get("input_tokens"))
+                cached += as_int(counts.get("cached_input_tokens"))
+                written += as_int(counts.get("cache_write_input_tokens"))
+                out += as_int(counts.get("output_tokens"))
                 turns += 1
                 finished = True
                 error = ""
