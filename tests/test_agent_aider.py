@@ -23,7 +23,7 @@ def test_success_invocation_and_usage(tmp_path: Path) -> None:
     assert argv[argv.index("--edit-format") + 1] == "diff"
     assert argv[argv.index("--reasoning-effort") + 1] == "high"
     assert run.outcome.status == "completed"
-    # 4.6k sent incl. 2.1k cache write + 1.2k cache hit -> 1.3k uncached; + 5.1k second call.
+    # 6.7k sent = 1.3k uncached + 1.2k hit + 2.1k write, the write counted twice; + 5.1k.
     assert run.outcome.usage == Usage(6400, 400, 1200, 2100, 0.03, 2)
     assert run.outcome.final_message == (
         "The greeting is in place; run python repo/hello.py to see it."

@@ -17,7 +17,7 @@ def test_success_invocation_and_usage(tmp_path: Path) -> None:
     run = run_agent(agent, tmp_path, model="gpt-5-codex", prompt="Fix repo/app.py")
     argv = run.record["argv"]
     assert argv[:3] == ["exec", "--json", "--skip-git-repo-check"]
-    assert "--full-auto" in argv
+    assert argv[argv.index("--sandbox") + 1] == "workspace-write"  # --full-auto is gone
     assert argv[argv.index("--model") + 1] == "gpt-5-codex"
     assert argv[argv.index("-c") + 1] == "model_reasoning_effort=high"
     assert argv[-3:] == ["--color", "never", "-"]  # extra flags, then "-": prompt from stdin
@@ -31,7 +31,7 @@ def test_success_invocation_and_usage(tmp_path: Path) -> None:
 def test_sandbox_option_maps_to_flags(tmp_path: Path) -> None:
     run = run_agent(make(CodexAgent, sandbox="danger-full-access"), tmp_path)
     assert "--dangerously-bypass-approvals-and-sandbox" in run.record["argv"]
-    assert "--full-auto" not in run.record["argv"]
+    assert "--sandbox" not in run.record["argv"]
     with pytest.raises(OptionsError, match="sandbox"):
         make(CodexAgent, sandbox="off")
     with pytest.raises(OptionsError, match="valid options: reasoning_effort, sandbox"):
@@ -58,7 +58,9 @@ def test_credentials_one_of_or_login_file(tmp_path: Path) -> None:
     agent = make(CodexAgent)
     assert agent.missing_credentials({"CODEX_API_KEY": "k"}, home=tmp_path) == []
     [problem] = agent.missing_credentials({}, home=tmp_path)
-    assert "OPENAI_API_KEY or CODEX_API_KEY" in problem and "codex login" in problem
+    assert "set CODEX_API_KEY" in problem and "codex login" in problem
+    assert "ignores OPENAI_API_KEY" in problem
+    assert agent.missing_credentials({"OPENAI_API_KEY": "k"}, home=tmp_path) != []
     (tmp_path / ".codex").mkdir()
     (tmp_path / ".codex" / "auth.json").write_text("{}")
     assert agent.missing_credentials({}, home=tmp_path) == []

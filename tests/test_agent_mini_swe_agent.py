@@ -31,6 +31,24 @@ def test_success_invocation_usage_and_trajectory(tmp_path: Path) -> None:
     assert json.loads(kept.read_text())["info"]["exit_status"] == "Submitted"
 
 
+def test_overrides_follow_the_default_config(tmp_path: Path) -> None:
+    # Any -c drops mini's default config, so KSI names it before its key=value overrides.
+    agent = make(MiniSweAgent, step_limit="3", base_url="http://127.0.0.1:4000/v1")
+    argv = run_agent(agent, tmp_path, model="openai/m").record["argv"]
+    configs = [argv[i + 1] for i, a in enumerate(argv) if a == "--config"]
+    assert configs == [
+        "mini.yaml",
+        "model.model_kwargs.api_base=http://127.0.0.1:4000/v1",
+        "agent.step_limit=3",
+    ]
+    argv = run_agent(make(MiniSweAgent, config="my.yaml", step_limit="3"), tmp_path).record["argv"]
+    assert [argv[i + 1] for i, a in enumerate(argv) if a == "--config"] == [
+        "my.yaml",
+        "agent.step_limit=3",
+    ]
+    assert "--config" not in run_agent(make(MiniSweAgent), tmp_path).record["argv"]
+
+
 def test_long_task_points_to_the_prompt_file(tmp_path: Path) -> None:
     run = run_agent(make(MiniSweAgent), tmp_path, prompt="w" * 200_000, model="m")
     assert str(tmp_path / "ws" / ".ksi" / "prompt.md") in run.record["task"]

@@ -22,6 +22,7 @@ KEYS = {
     "ANTHROPIC_API_KEY": "sk-ant-secret",
     "OPENAI_API_KEY": "sk-openai-secret",
     "GEMINI_API_KEY": "gemini-secret",
+    "CODEX_API_KEY": "sk-codex-secret",
 }
 
 
@@ -48,7 +49,7 @@ def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     ("cls", "own", "foreign"),
     [
         (ClaudeCodeAgent, "ANTHROPIC_API_KEY", ("OPENAI_API_KEY", "GEMINI_API_KEY")),
-        (CodexAgent, "OPENAI_API_KEY", ("ANTHROPIC_API_KEY", "GEMINI_API_KEY")),
+        (CodexAgent, "CODEX_API_KEY", ("ANTHROPIC_API_KEY", "GEMINI_API_KEY", "OPENAI_API_KEY")),
         (GeminiCliAgent, "GEMINI_API_KEY", ("ANTHROPIC_API_KEY", "OPENAI_API_KEY")),
     ],
 )
@@ -116,7 +117,7 @@ def test_every_cli_agent_is_a_registered_builtin() -> None:
 def test_agents_json_lists_binary_version_and_credentials(
     clean_env: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("OPENAI_API_KEY", "k")
+    monkeypatch.setenv("CODEX_API_KEY", "k")
     result = CliRunner().invoke(_app(), ["agents", "--json"])
     assert result.exit_code == 0, result.output
     agents = {a["name"]: a for a in json.loads(result.output)["agents"]}
@@ -125,7 +126,7 @@ def test_agents_json_lists_binary_version_and_credentials(
     codex = agents["codex"]
     assert codex["plugin"] == "ksi.agents.codex"
     assert codex["installed"] is True and codex["version"] == "codex-cli 0.46.0"
-    assert codex["credentials"]["ok"] is True and codex["credentials"]["set"] == ["OPENAI_API_KEY"]
+    assert codex["credentials"]["ok"] is True and codex["credentials"]["set"] == ["CODEX_API_KEY"]
     claude = agents["claude-code"]
     assert claude["credentials"]["ok"] is False
     assert "ANTHROPIC_API_KEY" in claude["credentials"]["fix"]
@@ -151,6 +152,16 @@ def test_doctor_fails_for_a_chosen_agent_without_credentials(clean_env: Path) ->
     assert "[warn] gemini-cli binary" in result.output
     assert "(0.9.0); KSI was tested with 0.61.0" in result.output
     assert "fix: npm install -g @google/gemini-cli@0.61.0" in result.output
+
+
+def test_doctor_fails_codex_with_only_openai_api_key(
+    clean_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "k")  # codex exec ignores it
+    result = CliRunner().invoke(_app(), ["doctor", "--agent", "codex", "--environment", "local"])
+    assert result.exit_code == 1
+    assert "[FAIL] codex credentials" in result.output
+    assert "set CODEX_API_KEY" in result.output and "ignores OPENAI_API_KEY" in result.output
 
 
 def test_doctor_passes_with_login_file_and_local_environment(clean_env: Path) -> None:

@@ -9,8 +9,13 @@ and update checks, release notes, model warnings and analytics are off so nothin
 the network or a question. Aider has no JSON output; after every model
 call it prints ``Tokens: 12k sent, 1.2k cache write, 3.4k cache hit, 345
 received. Cost: $0.01 message, $0.02 session.``, which KSI parses (token
-counts above 1,000 are rounded by Aider: ``1.2k``, ``12k``). "sent" counts
-cache writes and hits, so KSI subtracts them to get uncached input.
+counts above 1,000 are rounded by Aider: ``1.2k``, ``12k``). "sent" is
+litellm's ``prompt_tokens`` (cache hits and writes included) plus the cache
+write a second time, so KSI subtracts the hits once and the write twice to
+get uncached input. A call that both hit and wrote the cache puts ``Cost:``
+on the next line. The final message leaves out the start-up banner and
+whatever came before it. ``base_url`` is ``--openai-api-base`` (Aider's
+"OpenAI compatible APIs": ``--model openai/<name>``).
 """
 
 from __future__ import annotations
@@ -20,14 +25,21 @@ from typing import Any, ClassVar
 
 import attrs
 
-from ksi.agents.cli_base import CliAgent, Parsed, extra_args_field, read_text
+from ksi.agents.cli_base import CliAgent, Parsed, base_url_field, extra_args_field, read_text
 from ksi.hookspecs import hookimpl
 from ksi.interfaces import AgentContext, ExecResult, Usage
 
 _NUM = r"([\d.,]+[kKmM]?)"
 _TOKENS = re.compile(
     rf"Tokens: {_NUM} sent(?:, {_NUM} cache write)?(?:, {_NUM} cache hit)?, {_NUM} received\."
-    r"(?:\s*Cost: \$([\d.,]+) message, \$([\d.,]+) session\.)?"
+)
+#: On the Tokens line, or on the next one when the call both hit and wrote the cache.
+_COST = re.compile(r"Cost: \$([\d.,]+) message, \$([\d.,]+) session\.")
+#: The start-up banner Aider prints before the first reply (and anything above it:
+#: the analytics notice, litellm's failed price-list download...).
+_BANNER = re.compile(
+    r"^(?:Aider v\d|Main model:|Model:|Weak model:|Editor model:|Git repo:|Repo-map:"
+    r"|Added .* to the chat|Use /help)"
 )
 #: Lines Aider prints when a model call fails (litellm exception names and
 #: Aider's own explanations).
@@ -96,6 +108,8 @@ class AiderAgent(CliAgent):
     #: Let Aider commit its edits (``--auto-commits``); off by default so the
     #: graded workspace holds plain edits.
     auto_commits: bool = False
+    #: An OpenAI-compatible endpoint (``--openai-api-base``) for ``openai/<model>`` models.
+    base_url: str = base_url_field()
     #: More flags, shell-quoted, appended verbatim.
     extra_args: str = extra_args_field()
 
@@ -116,6 +130,8 @@ class AiderAgent(CliAgent):
             *([] if self.git else ["--no-git"]),
             *self.model_flag(ctx, "--model"),
         ]
+        if self.base_url:
+            argv += ["--openai-api-base", self.base_url]
         if self.edit_format:
             argv += ["--edit-format", self.edit_format]
         if self.reasoning_effort:
@@ -137,16 +153,27 @@ class AiderAgent(CliAgent):
             sent, write, hit, received = (_count(g) for g in m.group(1, 2, 3, 4))
             cache_w += write
             cache_r += hit
-            inp += max(sent - write - hit, 0)
+            # "sent" is litellm's prompt_tokens (cache reads and writes included)
+            # plus the cache write once more: Aider adds it when the provider reports one.
+            inp += max(sent - 2 * write - hit, 0)
             out += received
-            if m.group(6):
-                cost = float(m.group(6).replace(",", ""))
+            for candidate in lines[i : i + 2]:
+                c = _COST.search(candidate)
+                if c:
+                    cost = float(c.group(2).replace(",", ""))
+                    break
             prev_usage_line, last_usage_line = last_usage_line, i
         usage = Usage(inp, out, cache_r, cache_w, cost, calls or None)
-        # The reply is what Aider printed between the previous usage line and the last.
+        start = prev_usage_line
+        if start < 0:  # the first reply starts after the start-up banner
+            banner = [
+                i for i, ln in enumerate(lines[: max(last_usage_line, 0)]) if _BANNER.match(ln)
+            ]
+            start = banner[-1] if banner else -1
+        # The reply is what Aider printed between the previous usage line (or banner) and the last.
         reply = [
             ln
-            for ln in lines[prev_usage_line + 1 : max(last_usage_line, 0)]
+            for ln in lines[start + 1 : max(last_usage_line, 0)]
             if ln.strip()
             and not _NOISE.match(ln.strip())
             and not _ERROR_LINE.search(ln)

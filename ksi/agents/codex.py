@@ -1,19 +1,39 @@
 """OpenAI Codex CLI (``codex exec``) as a KSI agent.
 
 Invocation follows the non-interactive documentation
-(https://developers.openai.com/codex/noninteractive and ``docs/exec.md`` in
-openai/codex): ``codex exec --json`` reads the prompt from stdin when it is
-given as ``-`` (no argument-length limit), prints one JSON event per line
-(``thread.started``, ``turn.started``, ``item.completed``,
-``turn.completed`` with ``usage``, ``turn.failed``, ``error``), and with
-``--full-auto`` may edit the workspace without asking. ``--skip-git-repo-check``
-because a task's workspace need not be a git repository. Codex reports
-tokens (``input_tokens`` including ``cached_input_tokens``,
-``output_tokens``) but no cost.
+(https://developers.openai.com/codex/noninteractive) as the tested CLI
+(``ksi/agents/tested_versions.py``) really behaves: ``codex exec --json``
+reads the prompt from stdin when it is given as ``-`` (no argument-length
+limit) and prints one JSON event per line (``thread.started``,
+``turn.started``, ``item.completed``, ``turn.completed`` with ``usage``,
+``turn.failed``, ``error``). ``exec`` never asks for approval; ``--sandbox``
+says what the commands Codex runs may touch (``--full-auto`` is gone: the
+current CLI rejects it). ``--skip-git-repo-check`` because a task's workspace
+need not be a git repository.
+
+Credentials: ``codex exec`` reads ``CODEX_API_KEY`` or the login file
+``$CODEX_HOME/auth.json`` (``codex login``); it ignores ``OPENAI_API_KEY`` and
+``OPENAI_BASE_URL``. The ``base_url`` option therefore defines a model
+provider of KSI's own with ``-c`` overrides (``model_providers.ksi``: that
+URL, the ``CODEX_API_KEY`` key, the Responses API over plain HTTPS): a proxy
+or local server gets no WebSocket attempts Codex would make (and retry five
+times) at OpenAI's own endpoint.
+
+Usage: ``turn.completed`` sums every model call of the turn (``input_tokens``
+*including* ``cached_input_tokens`` and ``cache_write_input_tokens``), so
+turns and a killed run's usage come from Codex's session log instead
+(``$CODEX_HOME/sessions/YYYY/MM/DD/rollout-*-<thread id>.jsonl``): one
+``token_usage_record`` per model response. KSI copies it into the attempt
+directory as ``codex.rollout.jsonl``. Codex reports no cost.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
+from collections.abc import Iterator, Mapping
+from pathlib import Path
 from typing import Any, ClassVar
 
 import attrs
@@ -21,7 +41,9 @@ import attrs
 from ksi.agents.cli_base import (
     CliAgent,
     Parsed,
+    as_dict,
     as_int,
+    base_url_field,
     choice_field,
     extra_args_field,
     json_lines,
@@ -31,13 +53,85 @@ from ksi.interfaces import AgentContext, ExecResult, Usage
 
 #: ``sandbox`` option -> Codex flags. ``danger-full-access`` is for
 #: environments that already isolate the agent (docker, sandbox) where Codex's
-#: own Landlock/seccomp sandbox may not be available.
+#: own Landlock/bubblewrap sandbox may not be available.
 SANDBOX_FLAGS = {
-    "workspace-write": ["--full-auto"],
+    "workspace-write": ["--sandbox", "workspace-write"],
     "read-only": ["--sandbox", "read-only"],
     "danger-full-access": ["--dangerously-bypass-approvals-and-sandbox"],
 }
 REASONING_EFFORTS = ("", "minimal", "low", "medium", "high", "xhigh")
+#: The model provider id the ``base_url`` option defines.
+PROVIDER_ID = "ksi"
+#: The session log KSI copies into the attempt directory.
+ROLLOUT_COPY = "codex.rollout.jsonl"
+
+
+def provider_overrides(base_url: str) -> list[str]:
+    """``-c`` overrides for a Responses API endpoint at ``base_url`` keyed by ``CODEX_API_KEY``."""
+    table = (
+        f"{{name={json.dumps('KSI base_url')}, base_url={json.dumps(base_url)}, "
+        'env_key="CODEX_API_KEY", wire_api="responses", supports_websockets=false}'
+    )
+    return ["-c", f"model_providers.{PROVIDER_ID}={table}", "-c", f"model_provider={PROVIDER_ID}"]
+
+
+def codex_homes(ctx: AgentContext, host_env: Mapping[str, str]) -> Iterator[Path]:
+    """Where this attempt's Codex may have kept its sessions, as host paths.
+
+    The sandbox and docker environments give the agent ``<workspace>/.ksi/home``
+    as HOME; the local one the host's own HOME (or ``CODEX_HOME``).
+    """
+    yield ctx.host_workspace / ".ksi" / "home" / ".codex"
+    if host_env.get("CODEX_HOME"):
+        yield Path(host_env["CODEX_HOME"])
+    if host_env.get("HOME"):
+        yield Path(host_env["HOME"]) / ".codex"
+
+
+def find_rollout(homes: Iterator[Path], thread_id: str) -> Path | None:
+    """The session log of ``thread_id`` (``sessions/YYYY/MM/DD/rollout-*-<id>.jsonl``)."""
+    if not thread_id or "/" in thread_id:
+        return None
+    for home in homes:
+        for found in sorted((home / "sessions").glob(f"*/*/*/rollout-*-{thread_id}.jsonl")):
+            return found
+    return None
+
+
+@attrs.frozen
+class _Calls:
+    """Usage summed over a session log's model responses."""
+
+    usage: Usage
+    calls: int
+
+
+def rollout_usage(path: Path) -> _Calls:
+    """One ``token_usage_record`` per model response: summed, and counted as turns."""
+    inp = cached = written = out = 0
+    responses: set[str] = set()
+    for record in json_lines(path):
+        if record.get("type") != "token_usage_record":
+            continue
+        payload = as_dict(record.get("payload"))
+        usage = as_dict(payload.get("usage"))
+        responses.add(str(payload.get("response_id") or len(responses)))
+        inp += as_int(usage.get("input_tokens"))
+        cached += as_int(usage.get("cached_input_tokens"))
+        written += as_int(usage.get("cache_write_input_tokens"))
+        out += as_int(usage.get("output_tokens"))
+    return _Calls(_uncached(inp, cached, written, out, len(responses)), len(responses))
+
+
+def _uncached(inp: int, cached: int, written: int, out: int, turns: int) -> Usage:
+    """Codex's ``input_tokens`` include cache reads and writes; KSI's are the rest."""
+    return Usage(
+        input_tokens=max(inp - cached - written, 0),
+        output_tokens=out,
+        cache_read_tokens=cached,
+        cache_write_tokens=written,
+        turns=turns or None,
+    )
 
 
 @attrs.define(frozen=True)
@@ -50,18 +144,20 @@ class CodexAgent(CliAgent):
     binary: ClassVar[str] = "codex"
     install_command: ClassVar[str] = "npm install -g @openai/codex"
     docs_url: ClassVar[str] = "https://developers.openai.com/codex/noninteractive"
-    credential_env: ClassVar[tuple[str, ...]] = ("OPENAI_API_KEY", "CODEX_API_KEY")
+    credential_env: ClassVar[tuple[str, ...]] = ("CODEX_API_KEY",)
     login_files: ClassVar[tuple[str, ...]] = (".codex/auth.json",)
-    login_hint: ClassVar[str] = "run `codex login`"
-    extra_env: ClassVar[tuple[str, ...]] = ("OPENAI_BASE_URL", "OPENAI_ORG_ID", "CODEX_HOME")
+    login_hint: ClassVar[str] = "run `codex login`; codex exec ignores OPENAI_API_KEY"
+    extra_env: ClassVar[tuple[str, ...]] = ("CODEX_HOME",)
 
     #: ``-c model_reasoning_effort=...``; empty: the model's default.
     reasoning_effort: str = choice_field("", REASONING_EFFORTS)
-    #: How Codex may touch files: workspace-write (``--full-auto``), read-only,
-    #: or danger-full-access (no Codex sandbox, for already-isolated environments).
+    #: What the commands Codex runs may touch: workspace-write, read-only, or
+    #: danger-full-access (no Codex sandbox, for already-isolated environments).
     sandbox: str = choice_field("workspace-write", tuple(SANDBOX_FLAGS))
-    #: ``--profile`` from the user's config.toml.
+    #: ``--profile NAME``: layers ``$CODEX_HOME/NAME.config.toml`` over config.toml.
     profile: str = ""
+    #: The Responses API endpoint (a proxy, gateway or local server), keyed by CODEX_API_KEY.
+    base_url: str = base_url_field()
     #: More flags, shell-quoted, appended verbatim.
     extra_args: str = extra_args_field()
 
@@ -76,6 +172,8 @@ class CodexAgent(CliAgent):
         ]
         if self.reasoning_effort:
             argv += ["-c", f"model_reasoning_effort={self.reasoning_effort}"]
+        if self.base_url:
+            argv += provider_overrides(self.base_url)
         if self.profile:
             argv += ["--profile", self.profile]
         return argv, ctx.prompt
@@ -85,24 +183,27 @@ class CodexAgent(CliAgent):
         return ["-"]
 
     def parse(self, ctx: AgentContext, result: ExecResult) -> Parsed:
-        inp = cached = out = turns = 0
+        inp = cached = written = out = turns = 0
         message = ""
         error = ""
+        thread_id = ""
         finished = False
         for event in json_lines(result.stdout_path):
             kind = event.get("type")
-            if kind == "turn.completed":
-                usage = event.get("usage") or {}
-                if isinstance(usage, dict):
-                    inp += as_int(usage.get("input_tokens"))
-                    cached += as_int(usage.get("cached_input_tokens"))
-                    out += as_int(usage.get("output_tokens"))
+            if kind == "thread.started":
+                thread_id = str(event.get("thread_id") or "")
+            elif kind == "turn.completed":
+                counts = as_dict(event.get("usage"))
+                inp += as_int(counts.get("input_tokens"))
+                cached += as_int(counts.get("cached_input_tokens"))
+                written += as_int(counts.get("cache_write_input_tokens"))
+                out += as_int(counts.get("output_tokens"))
                 turns += 1
                 finished = True
                 error = ""
             elif kind == "item.completed":
-                item = event.get("item") or {}
-                if isinstance(item, dict) and item.get("type") in ("agent_message",):
+                item = as_dict(event.get("item"))
+                if item.get("type") == "agent_message":
                     message = str(item.get("text") or "")
             elif kind == "turn.failed":
                 err = event.get("error") or {}
@@ -110,12 +211,14 @@ class CodexAgent(CliAgent):
                 finished = False
             elif kind == "error":
                 error = str(event.get("message") or event)
-        usage = Usage(
-            input_tokens=max(inp - cached, 0),
-            output_tokens=out,
-            cache_read_tokens=cached,
-            turns=turns or None,
-        )
+        usage = _uncached(inp, cached, written, out, turns)
+        rollout = find_rollout(codex_homes(ctx, os.environ), thread_id)
+        if rollout is not None:
+            ctx.attempt_dir.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(rollout, ctx.attempt_dir / ROLLOUT_COPY)
+            calls = rollout_usage(rollout)
+            if calls.calls:
+                usage = calls.usage
         return Parsed(usage=usage, final_message=message, error=error, succeeded=finished)
 
 

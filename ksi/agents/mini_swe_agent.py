@@ -13,6 +13,13 @@ exception name otherwise), ``info.submission``,
 whose assistant entries carry the provider response with its ``usage``.
 ``mini`` has no task-file option, so a task too long for one argument is
 replaced by an instruction to read the prompt file.
+
+How a run ended is read from the trajectory's last message (role ``exit``:
+``extra.exit_status`` and ``extra.exception_str``, e.g. litellm's
+``AuthenticationError`` or mini's "model isn't mapped yet" cost error with
+its fix), never from stderr, which holds mini's pretty-printed traceback and
+source code. ``base_url`` and ``step_limit`` are ``-c key=value`` overrides;
+any ``-c`` drops mini's default config, so KSI names it (``mini.yaml``) first.
 """
 
 from __future__ import annotations
@@ -28,14 +35,19 @@ from ksi.agents.cli_base import (
     as_dict,
     as_float,
     as_int,
+    base_url_field,
     choice_field,
     extra_args_field,
+    positive_int_or_none,
 )
+from ksi.agents.errors import classify_text
 from ksi.hookspecs import hookimpl
 from ksi.interfaces import AgentContext, ExecResult, Usage
 from ksi.proc import read_tail
 
 COST_TRACKING = ("", "default", "ignore_errors")
+#: mini's built-in default config, named when KSI adds ``-c key=value`` overrides.
+DEFAULT_CONFIG = "mini.yaml"
 
 
 def _non_negative(_inst: Any, attr: Any, value: float | None) -> None:
@@ -83,6 +95,10 @@ class MiniSweAgent(CliAgent):
     model_class: str = ""
     #: ``MSWEA_COST_TRACKING``: ``ignore_errors`` for models litellm has no price for.
     cost_tracking: str = choice_field("", COST_TRACKING)
+    #: ``-c agent.step_limit=N``: stop after N model calls.
+    step_limit: int | None = positive_int_or_none()
+    #: The model's endpoint (``-c model.model_kwargs.api_base=...``, litellm's ``api_base``).
+    base_url: str = base_url_field()
     #: More flags, shell-quoted, appended verbatim.
     extra_args: str = extra_args_field()
 
@@ -105,11 +121,26 @@ class MiniSweAgent(CliAgent):
         ]
         if self.cost_limit is not None:
             argv += ["--cost-limit", f"{self.cost_limit:g}"]
-        if self.config:
-            argv += ["--config", self.config]
+        for spec in self.config_specs():
+            argv += ["--config", spec]
         if self.model_class:
             argv += ["--model-class", self.model_class]
         return argv, None
+
+    def config_specs(self) -> list[str]:
+        """``-c`` specs: the config file, then KSI's ``key=value`` overrides.
+
+        Any ``-c`` replaces mini's default config, so an override without a
+        ``config`` option names the default (``mini.yaml``) first.
+        """
+        overrides = []
+        if self.base_url:
+            overrides.append(f"model.model_kwargs.api_base={self.base_url}")
+        if self.step_limit is not None:
+            overrides.append(f"agent.step_limit={self.step_limit}")
+        if not self.config and not overrides:
+            return []
+        return [self.config or DEFAULT_CONFIG, *overrides]
 
     def process_env(self, ctx: AgentContext) -> dict[str, str]:
         env = {"MSWEA_CONFIGURED": "true"}
@@ -129,11 +160,16 @@ class MiniSweAgent(CliAgent):
         stats = as_dict(info.get("model_stats"))
         inp = out = cache_r = cache_w = 0
         last_assistant = ""
+        exit_message: dict[str, Any] = {}
         for msg in traj.get("messages") or []:
-            if not isinstance(msg, dict) or msg.get("role") != "assistant":
+            if not isinstance(msg, dict):
+                continue
+            if msg.get("role") == "exit":
+                exit_message = msg
+            if msg.get("role") != "assistant":
                 continue
             content = msg.get("content")
-            if isinstance(content, str):
+            if isinstance(content, str) and content.strip():
                 last_assistant = content
             extra = as_dict(msg.get("extra"))
             response = as_dict(extra.get("response"))
@@ -154,26 +190,36 @@ class MiniSweAgent(CliAgent):
         )
         submission = info.get("submission")
         message = submission if isinstance(submission, str) and submission else last_assistant
-        exit_status = str(info.get("exit_status") or "")
+        exit_extra = as_dict(exit_message.get("extra"))
+        exit_status = str(info.get("exit_status") or exit_extra.get("exit_status") or "")
         if exit_status == "Submitted":
             return Parsed(usage=usage, final_message=message, succeeded=True)
-        stdout_tail = read_tail(result.stdout_path, 8192) if result.stdout_path else ""
-        if exit_status == "LimitsExceeded" or "Limits exceeded" in stdout_tail:
+        if exit_status == "LimitsExceeded":
             return Parsed(
                 usage=usage,
                 final_message=message,
-                error="mini-SWE-agent stopped: step or cost limit exceeded",
+                error="mini-SWE-agent stopped: step or cost limit exceeded (LimitsExceeded)",
                 status="budget_exceeded",
             )
-        error = exit_status
-        if exit_status and message and message != last_assistant:
-            error += f": {message}"
         if not traj:
-            # mini died before saving (e.g. a litellm exception): its traceback says why.
+            # mini died before saving (e.g. a bad option): its last stderr line says why.
             stderr = read_tail(result.stderr_path, 4096) if result.stderr_path else ""
             lines = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
             error = lines[-1] if lines else "mini wrote no trajectory file"
-        return Parsed(usage=usage, final_message=last_assistant, error=error)
+            return Parsed(usage=usage, final_message=message, error=error)
+        # The exit message holds the exception mini stopped on, with its own advice;
+        # the class comes from it alone (stderr holds mini's printed source code).
+        detail = str(exit_extra.get("exception_str") or exit_message.get("content") or "")
+        if "MSWEA_COST_TRACKING" in detail:  # KSI's spelling of mini's fix, before any cut
+            exit_status += " (with KSI: --agent-option cost_tracking=ignore_errors)"
+        error = f"{exit_status}: {detail}" if detail and detail != exit_status else exit_status
+        error = error or "mini-SWE-agent stopped without submitting"
+        return Parsed(
+            usage=usage,
+            final_message=message,
+            error=error,
+            status=classify_text([error]) or "crashed",
+        )
 
 
 @hookimpl(trylast=True)

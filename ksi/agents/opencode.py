@@ -9,6 +9,15 @@ section ``run``): ``opencode run [message..]`` sends one message and exits;
 effort). Piped stdin is appended to the message, which KSI uses for prompts
 too long for one argument. Tool permissions come from
 ``OPENCODE_PERMISSION`` (JSON), set to allow so nothing waits for approval.
+
+The ``base_url`` option becomes the ``baseURL`` of the ``--model``'s provider
+(``openai`` for ``openai/gpt-4.1``; ``openai`` without a model) in
+``OPENCODE_CONFIG_CONTENT``, the inline configuration OpenCode merges over its
+config files. OpenCode's ``openai`` provider speaks the Responses API; the
+model must be one OpenCode knows (its catalog, or a ``provider.<id>.models``
+entry in the user's ``opencode.json``). Besides the session's own model calls,
+OpenCode asks the provider for a session title (a small model, no tools); its
+tokens are not in the ``step_finish`` events and so not in KSI's usage.
 """
 
 from __future__ import annotations
@@ -26,6 +35,7 @@ from ksi.agents.cli_base import (
     as_dict,
     as_float,
     as_int,
+    base_url_field,
     extra_args_field,
     json_lines,
 )
@@ -88,6 +98,8 @@ class OpenCodeAgent(CliAgent):
     variant: str = ""
     #: ``OPENCODE_PERMISSION`` JSON; the default allows every tool.
     permission: str = attrs.field(default=ALLOW_ALL)
+    #: The ``--model`` provider's endpoint (a proxy, gateway or local server).
+    base_url: str = base_url_field()
     #: More flags, shell-quoted, appended verbatim.
     extra_args: str = extra_args_field()
 
@@ -114,7 +126,12 @@ class OpenCodeAgent(CliAgent):
         return ["--", ctx.prompt] if ctx.prompt.startswith("-") else [ctx.prompt]
 
     def process_env(self, ctx: AgentContext) -> dict[str, str]:
-        return {"OPENCODE_PERMISSION": self.permission}
+        env = {"OPENCODE_PERMISSION": self.permission}
+        if self.base_url:
+            provider = ctx.model.split("/", 1)[0] if ctx.model and "/" in ctx.model else "openai"
+            config = {"provider": {provider: {"options": {"baseURL": self.base_url}}}}
+            env["OPENCODE_CONFIG_CONTENT"] = json.dumps(config)
+        return env
 
     def parse(self, ctx: AgentContext, result: ExecResult) -> Parsed:
         inp = out = cache_r = cache_w = steps = 0

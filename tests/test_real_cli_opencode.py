@@ -1,0 +1,102 @@
+"""The real OpenCode CLI through ``ksi run``, against the mock model (Responses API over SSE).
+
+Only ``OPENAI_API_KEY`` and ``--agent-option base_url=...`` are given. The
+model is one OpenCode's catalog knows (``openai/gpt-4.1``), so OpenCode
+prices the calls itself: KSI reports its cost.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from mockmodel import RATE_LIMITED, UNAUTHORIZED, Answer, Hang, MockUsage, ToolCall
+from real_agents import ksi_run_with_mock
+
+pytestmark = pytest.mark.real_cli
+
+KEY = {"OPENAI_API_KEY": "sk-mock-opencode"}
+MODEL = "openai/gpt-4.1"
+#: OpenCode's catalog price of gpt-4.1, USD per token: input, cached input, output.
+PRICE_IN, PRICE_CACHED, PRICE_OUT = 2e-6, 0.5e-6, 8e-6
+SOLVE = (
+    ToolCall(
+        "write",
+        {"filePath": "repo/hello.txt", "content": "hello\n"},
+        MockUsage(120, 15, 800, 0),
+        text="Writing the file.",
+    ),
+    Answer("Created hello.txt containing hello.", MockUsage(60, 25, 900, 0)),
+)
+
+
+@pytest.mark.parametrize("environment", ["local", "sandbox"])
+def test_solves_with_usage_cost_and_turns_as_served(tmp_path: Path, environment: str) -> None:
+    args = ["--network", "host"] if environment == "sandbox" else []
+    run = ksi_run_with_mock(
+        tmp_path,
+        agent="opencode",
+        script=SOLVE,
+        env=KEY,
+        model=MODEL,
+        environment=environment,
+        args=args,
+    )
+    rec = run.record
+    assert rec["status"] == "scored" and rec["score"] == 1.0, run.describe()
+    assert rec["agent_status"] == "completed"
+    served = run.served_usage()
+    usage = rec["usage"]
+    assert usage["input_tokens"] == served.input_tokens == 180
+    assert usage["output_tokens"] == served.output_tokens == 40
+    assert usage["cache_read_tokens"] == served.cache_read_tokens == 1700
+    assert usage["turns"] == len(run.served) == 2
+    cost = (
+        served.input_tokens * PRICE_IN
+        + served.cache_read_tokens * PRICE_CACHED
+        + served.output_tokens * PRICE_OUT
+    )
+    assert usage["cost_usd"] == pytest.approx(cost, rel=1e-9)
+    assert rec["final_message"] == "Created hello.txt containing hello."
+    auth = {r.headers.get("authorization") for r in run.requests if r.method == "POST"}
+    assert auth == {"Bearer sk-mock-opencode"}
+
+
+def test_bad_key_is_an_auth_error(tmp_path: Path) -> None:
+    run = ksi_run_with_mock(
+        tmp_path, agent="opencode", script=(), then=UNAUTHORIZED, env=KEY, model=MODEL
+    )
+    rec = run.record
+    assert rec["agent_status"] == "auth_error", run.describe()
+    assert "Incorrect API key" in rec["error"]
+
+
+def test_rate_limit_is_retryable(tmp_path: Path) -> None:
+    run = ksi_run_with_mock(
+        tmp_path,
+        agent="opencode",
+        script=(),
+        then=RATE_LIMITED,
+        env=KEY,
+        model=MODEL,
+        args=["--timeout", "60"],
+    )
+    rec = run.record
+    assert rec["agent_status"] == "rate_limited", run.describe()
+    assert rec["retryable"] is True
+
+
+def test_timeout_keeps_the_usage_of_calls_served_before(tmp_path: Path) -> None:
+    run = ksi_run_with_mock(
+        tmp_path,
+        agent="opencode",
+        script=(SOLVE[0], Hang()),
+        env=KEY,
+        model=MODEL,
+        args=["--timeout", "30"],  # OpenCode takes 5-20 s to start under load
+    )
+    rec = run.record
+    assert rec["agent_status"] == "timeout", run.describe()
+    assert rec["usage"]["input_tokens"] == 120, run.describe()
+    assert rec["usage"]["output_tokens"] == 15
+    assert rec["usage"]["turns"] == 1
