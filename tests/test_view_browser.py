@@ -22,8 +22,9 @@ from typing import Any
 
 import pytest
 
+from ksi.runner.summary import summarize_run
 from tests.run_helpers import ROOT, ksi
-from tests.view_runs import EVIL_ID, make_mixed_run, record, write_run
+from tests.view_runs import EVIL_ID, make_generations_run, make_mixed_run
 
 ARTIFACTS = ROOT / "test-artifacts" / "view"
 CHROMIUM_ARGS = [
@@ -255,36 +256,44 @@ def test_a_two_run_comparison_lists_flips_first_and_sorts(
         opened.close()
 
 
-def test_the_generations_chart_is_drawn_from_the_records(browser: Any, tmp_path: Path) -> None:
-    records = [
-        record("a", 1, 1.0, generation=1),
-        record("b", 1, 0.0, generation=1),
-        record("c", 1, 0.0, generation=1),
-        record("b", 2, 1.0, generation=2),
-        record("c", 2, 0.0, generation=2),
-        record("c", 3, 1.0, generation=3),
-    ]
-    run = write_run(tmp_path / "gens", ["a", "b", "c"], records, config={"generations": 3})
-    notes = run / "knowledge" / "1" / "KNOWLEDGE.md"
-    notes.parent.mkdir(parents=True)
-    notes.write_text("# Notes of generation 1\n\n- b: the eval wants 42, not 41\n")
+def test_the_generations_chart_and_table_show_the_runs_generations_summary(
+    browser: Any, tmp_path: Path
+) -> None:
+    run = make_generations_run(tmp_path / "gens")
+    gens = summarize_run(run).generations
+    assert gens is not None
     opened = Opened(browser, _view(run, out=tmp_path / "gens.html"))
     page = opened.page
     try:
         chart = page.locator("#r0-generations svg")
         assert chart.is_visible()
         assert chart.locator("path.line").count() == 2
-        assert chart.locator("circle").count() == 6
+        assert chart.locator("circle").count() == 2 * len(gens.generations)
         titles = chart.locator("circle title").all_text_contents()
-        assert "cumulative solved (of all tasks), generation 3: 100%" in titles
-        assert "solve rate (of tasks attempted), generation 2: 50%" in titles
+        for g in gens.generations:
+            assert f"solve rate (of tasks attempted), generation {g.generation}: " \
+                f"{g.solve_rate:.0%}" in titles  # fmt: skip
+        assert "cumulative solved (of all learning tasks), generation 2: 100%" in titles
         rows = page.locator("[data-testid=generations] tbody tr").all_inner_texts()
-        assert [r.split("\t")[0] for r in rows] == ["1", "2", "3"]
-        assert rows[1].split("\t")[-2].strip() == "b"  # newly solved in generation 2
+        cells = [r.split("\t") for r in rows]
+        assert [c[:3] for c in cells] == [
+            [str(g.generation), str(g.tasks_attempted), str(g.solved)] for g in gens.generations
+        ]
+        assert cells[1][5].strip() == "gateway-port log-level"  # newly solved in generation 2
+        assert [c[6].strip() for c in cells] == ["0 / 1"] * 3  # the hold-out, apart
+        assert "greet" in page.inner_text("[data-testid=holdouts]")
         opened.shot("generations")
         opened.check_clean()
+        # An attempt of generation 2 names its notes; the link opens them.
+        task = page.locator("details.task", has_text="gateway-port").first
+        task.locator("summary").first.click()
+        attempt = task.locator("details.attempt", has_text="generation 2").first
+        attempt.locator("summary").first.click()
+        given = attempt.locator("[data-testid=notes-given]")
+        assert given.inner_text().startswith("generation 1's notes: g1-")
         with page.expect_navigation():
-            page.click("[data-testid=generations] a:has-text('KNOWLEDGE.md')")
-        assert "the eval wants 42, not 41" in page.inner_text("body")
+            given.locator("a:has-text('KNOWLEDGE.md')").click()
+        assert page.url.endswith("/gens/knowledge/1/KNOWLEDGE.md")
+        assert "gateway-port" in page.inner_text("body")
     finally:
         opened.close()

@@ -16,7 +16,7 @@ from urllib.parse import unquote
 import pytest
 
 from tests.run_helpers import ksi
-from tests.view_runs import EVIL_ID, make_mixed_run
+from tests.view_runs import EVIL_ID, make_generations_run, make_mixed_run
 
 
 @pytest.fixture(scope="module")
@@ -214,3 +214,71 @@ def test_open_hands_the_report_to_the_browser(runs: tuple[Path, Path], tmp_path:
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert seen.read_text() == out.resolve().as_uri()
+
+
+def _cells(row: str) -> list[str]:
+    return [
+        re.sub(r"<[^>]+>", "", c).strip() for c in re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)
+    ]
+
+
+def test_generations_page_show_and_markdown_render_the_runs_generations_summary(
+    tmp_path: Path,
+) -> None:
+    run = make_generations_run(tmp_path / "gens")
+    report = json.loads(ksi("report", str(run), "--json").stdout)["summary"]["generations"]
+    gens = report["generations"]
+    page = _page(run, tmp_path / "out" / "gens.html")
+
+    # The page's table is the summary's figures, row for row; hold-outs in their own column.
+    table = re.search(r'data-testid="generations">(.*?)</table>', page, re.S)
+    assert table
+    assert "<th>hold-outs solved</th>" in table.group(1)
+    rows = [_cells(r) for r in re.findall(r"<tr>(.*?)</tr>", table.group(1), re.S)[1:]]
+    assert [r[:5] for r in rows] == [
+        [str(g["generation"]), str(g["tasks_attempted"]), str(g["solved"]),
+         f"{g['solve_rate']:.0%}",
+         f"{g['cumulative_solved']} / 3 ({g['cumulative_solve_rate']:.0%})"]
+        for g in gens
+    ]  # fmt: skip
+    assert [r[5] for r in rows] == ["version", "gateway-port log-level", "–"]  # noqa: RUF001
+    assert [r[6] for r in rows] == [
+        f"{g['holdout_solved']} / {g['holdout_attempted']}" for g in gens
+    ]
+    assert [r[6] for r in rows] == ["0 / 1"] * 3
+    assert re.search(r'data-testid="holdouts">Hold-outs [^<]*<code>greet</code>', page)
+    # The chart plots the same rates.
+    titles = re.findall(r"<title>([^<]+)</title>", page)
+    for g in gens:
+        n, rate = g["generation"], g["solve_rate"]
+        cumul = g["cumulative_solve_rate"]
+        assert f"solve rate (of tasks attempted), generation {n}: {rate:.0%}" in titles
+        assert f"cumulative solved (of all learning tasks), generation {n}: {cumul:.0%}" in titles
+
+    # An attempt of generation 2 names the notes it was given and links to them.
+    record = json.loads((run / "attempts" / "gateway-port" / "2" / "record.json").read_text())
+    ref = record["knowledge"]
+    assert record["generation"] == 2 and ref["generation"] == 1 and ref["note_ids"]
+    given = re.findall(r'data-testid="notes-given">(.*?)</dd>', page, re.S)
+    named = [g for g in given if ", ".join(ref["note_ids"]) in g and ref["sha256"][:12] in g]
+    assert named, given
+    link = re.search(r'href="([^"]+)">KNOWLEDGE.md</a>', named[0])
+    assert link and unquote(link.group(1)) == "../gens/knowledge/1/KNOWLEDGE.md"
+    assert (tmp_path / "out" / unquote(link.group(1))).is_file()
+
+    shown = ksi("show", str(run), "gateway-port", "2")
+    assert shown.returncode == 0, shown.stderr
+    assert (
+        f"notes given: generation 1's notes: {', '.join(ref['note_ids'])} "
+        f"(sha256 {ref['sha256'][:12]}) ({run / 'knowledge' / '1' / 'KNOWLEDGE.md'})"
+    ) in shown.stdout
+    first = ksi("show", str(run), "gateway-port", "1")
+    assert first.returncode == 0 and "notes given" not in first.stdout
+    overview = ksi("show", str(run))
+    assert "hold-outs (never learned from): greet" in overview.stdout
+    assert overview.stdout.count("per generation:") == 1  # one table, the summary's
+
+    md = ksi("report", str(run), "-f", "markdown")
+    assert md.returncode == 0, md.stderr
+    assert "| 2 | 3 | 3 | 100.0% | 3/3 | gateway-port, log-level | 0/1 |" in md.stdout
+    assert "Hold-outs (run every generation, never learned from): greet." in md.stdout

@@ -14,10 +14,10 @@ from ksi.view.chart import percent_line_chart
 from ksi.view.compare import compare_runs, run_labels
 from ksi.view.diffs import classify, file_changes
 from ksi.view.excerpt import read_excerpt, text_excerpt
-from ksi.view.generations import generation_stats, has_generations
+from ksi.view.generations import learning_tasks, newly_solved_ids, notes_given
 from ksi.view.runs import fair_limit, load_run_view
 from ksi.view.verdict import verdict
-from tests.view_runs import record, write_run
+from tests.view_runs import make_generations_run, record, write_run
 
 
 def test_fair_limit_shows_small_pieces_whole_and_shares_the_rest() -> None:
@@ -115,36 +115,46 @@ def test_verdicts_say_why_in_words() -> None:
     assert any("capture skipped or restored 1 path" in r for r in skipped.reasons)
 
 
-def test_generations_from_records_solve_rate_cumulative_and_newly_solved(tmp_path: Path) -> None:
-    tasks = ["a", "b", "c", "d"]
-    records = [
-        record("a", 1, 1.0, generation=1),
-        record("b", 1, 0.0, generation=1),
-        record("c", 1, 0.0, generation=1),
-        record("d", 1, None, generation=1),
-        # generation 2 runs the unsolved tasks again (attempt numbers go on)
-        record("b", 2, 1.0, generation=2),
-        record("c", 2, 0.0, generation=2),
-        record("d", 2, 0.0, generation=2),
-        record("c", 3, 1.0, generation=3),
-        record("d", 3, 0.0, generation=3),
-    ]
-    stats = generation_stats(records, tasks)
-    assert [s.generation for s in stats] == [1, 2, 3]
-    assert [s.tasks_attempted for s in stats] == [4, 3, 2]
-    assert [s.newly_solved_ids for s in stats] == [("a",), ("b",), ("c",)]
-    assert [s.cumulative_solved for s in stats] == [1, 2, 3]
-    assert [s.solve_rate for s in stats] == [0.25, pytest.approx(1 / 3), 0.5]
-    assert [s.cumulative_solve_rate for s in stats] == [0.25, 0.5, 0.75]
-    assert has_generations(stats)
-    # Records without a generation are generation 1: one generation, no section.
-    assert not has_generations(generation_stats([record("a", 1, 1.0)], ["a"]))
-
-    run = write_run(tmp_path / "gens", tasks, records)
+def test_the_view_carries_the_runs_generations_summary_and_the_notes_each_attempt_got(
+    tmp_path: Path,
+) -> None:
+    run = make_generations_run(tmp_path / "gens")
     view = load_run_view(run)
+    summary = summarize_run(run)
+    # One computation: the view's figures are the run summary's, hold-outs apart.
+    assert view.generations == summary.generations and view.generations is not None
     assert view.show_generations
-    # The generation that first reached each task's best score (d's 0.0 came in generation 2).
-    assert {t.task_id: t.best_generation for t in view.tasks} == {"a": 1, "b": 2, "c": 3, "d": 2}
+    gens = view.generations
+    assert gens.holdout_task_ids == ("greet",)
+    assert [(g.tasks_attempted, g.solved, g.holdout_attempted) for g in gens.generations] == [
+        (3, 1, 1),
+        (3, 3, 1),
+        (3, 3, 1),
+    ]
+    assert learning_tasks(gens) == 3
+    assert newly_solved_ids(gens, 2) == ("gateway-port", "log-level")
+    # The generation that first reached each task's best score.
+    best = {t.task_id: t.best_generation for t in view.tasks}
+    assert best == {"greet": 1, "gateway-port": 2, "log-level": 2, "version": 1}
+    # Generation 1 got no notes; an attempt of generation 2 names generation 1's notes.
+    port = view.task("gateway-port")
+    first, second = port.attempts[0], port.attempts[1]
+    assert first.record.generation == 1 and first.record.knowledge is None
+    assert first.notes_link is None
+    ref = second.record.knowledge
+    assert second.record.generation == 2 and ref is not None and ref.generation == 1
+    assert ref.note_ids and len(ref.sha256) == 64
+    assert second.notes_link == "knowledge/1/KNOWLEDGE.md"
+    assert (run / second.notes_link).is_file()
+    assert notes_given(ref).startswith("generation 1's notes: " + ", ".join(ref.note_ids))
+    assert view.notes == {g: f"knowledge/{g}/KNOWLEDGE.md" for g in (1, 2, 3)}
+
+
+def test_a_run_of_one_generation_has_no_generations_section(tmp_path: Path) -> None:
+    run = write_run(tmp_path / "one", ["a"], [record("a", 1, 1.0)])
+    view = load_run_view(run)
+    assert view.generations is None and not view.show_generations
+    assert view.tasks[0].best_generation is None
 
 
 def test_a_journal_line_with_a_generation_reads_it(tmp_path: Path) -> None:

@@ -160,3 +160,20 @@ def write_run(
     finally:
         journal.close()
     return root
+
+
+GENERATIONS_DEMO = Path(__file__).resolve().parent.parent / "examples" / "generations"
+
+
+def make_generations_run(run_dir: Path) -> Path:
+    """A real ``ksi run --generations 3`` of examples/generations with its scripted agent.
+
+    ``greet`` is a hold-out (run every generation, never learned from), so it
+    stays unsolved while the notes of generation 1 let generation 2 solve the rest.
+    """
+    agent = f"{GENERATIONS_DEMO / 'scripted_agent.py'}:ScriptedAgent"
+    result = ksi("run", str(GENERATIONS_DEMO / "tasks.jsonl"), "--agent", agent,
+                 "--generations", "3", "--strategy", "all", "--holdout-task-ids", "greet",
+                 "--run-dir", str(run_dir))  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    return run_dir

@@ -524,14 +524,7 @@ def report_command(
     if fmt == "csv":
         typer.echo(tables.task_csv(summary), nl=False)
     else:
-        from ksi.view.generations import generation_stats
-
-        gens = generation_stats(
-            summary.records,
-            [t.task_id for t in summary.tasks],
-            solved_threshold=summary.solved_threshold,
-        )
-        typer.echo(tables.task_markdown(summary, gens, name=Path(summary.run_dir).name), nl=False)
+        typer.echo(tables.task_markdown(summary, name=Path(summary.run_dir).name), nl=False)
     for warning in summary.warnings:
         typer.echo(f"warning: {printable(warning)}", err=True)
 

@@ -18,6 +18,7 @@ from ksi.text import printable
 from ksi.view import fmt
 from ksi.view.compare import Comparison
 from ksi.view.excerpt import Excerpt
+from ksi.view.generations import notes_given
 from ksi.view.runs import AttemptView, RunView, TaskView
 
 if TYPE_CHECKING:
@@ -68,27 +69,11 @@ def _text(value: object, style: str = "") -> Text:
 
 
 def print_run(view: RunView) -> None:
-    """The summary (as ``ksi report`` prints it), the components, generations, what next."""
+    """The summary as ``ksi report`` prints it (generations, hold-outs), components, next."""
     print_summary(view.summary, rich_output=is_tty())
     console = _console()
     parts = ", ".join(f"{k} {v}" for k, v in view.components.items())
     console.print(_text(f"components: {parts}"))
-    if view.show_generations:
-        from rich.table import Table
-
-        table = Table(title="Per generation", box=None)
-        for col in ("generation", "attempted", "solved", "solve rate", "cumulative", "new"):
-            table.add_column(col, justify="right")
-        for g in view.generations:
-            table.add_row(
-                str(g.generation),
-                str(g.tasks_attempted),
-                str(g.solved),
-                f"{g.solve_rate:.1%}",
-                f"{g.cumulative_solved}/{view.summary.n_tasks}",
-                str(len(g.newly_solved_ids)),
-            )
-        console.print(table)
     console.print(
         _text(f"next: ksi show {view.root} TASK (a task's attempts), ksi view {view.root} (HTML)"),
         style="dim",
@@ -179,6 +164,9 @@ def print_attempt(view: RunView, task: TaskView, attempt: AttemptView) -> None:
     ev = rec.eval
     for label, value in attempt.facts:
         console.print(_text(f"{label}: {value}"), soft_wrap=True)
+    if rec.knowledge is not None:
+        link = f" ({view.root / attempt.notes_link})" if attempt.notes_link else ""
+        console.print(_text(f"notes given: {notes_given(rec.knowledge)}{link}"), soft_wrap=True)
     where = view.root / rec.attempt_dir if rec.attempt_dir else None
     console.print(_text(f"files: {where or 'none'}"))
     if rec.final_message:

@@ -8,7 +8,7 @@ readers; nothing here writes to a run.
 * :mod:`ksi.view.verdict`: an attempt's status and why, in words;
 * :mod:`ksi.view.diffs`: diff lines classified for highlighting;
 * :mod:`ksi.view.excerpt`: bounded, display-safe pieces of files;
-* :mod:`ksi.view.generations`: per-generation figures;
+* :mod:`ksi.view.generations`: links to generations' notes, and who got which;
 * :mod:`ksi.view.compare`: several runs side by side;
 * :mod:`ksi.view.chart`: the geometry of the inline SVG chart;
 * :mod:`ksi.view.tables`: per-task tables as CSV and Markdown (``ksi report --format``);

@@ -1,103 +1,50 @@
-"""Per-generation figures of a run, from its records alone.
+"""What a view adds to a run's generations summary: links to notes, and who got which.
 
-Every record carries a ``generation`` (1 for runs of one generation and for
-records written before generations existed). For each generation: the tasks
-it attempted, those it solved, those solved for the first time, the solve
-rate among the tasks it attempted, and the tasks solved so far (cumulative)
-over all the run's tasks. "Solved" is the run's one predicate: a scored
-attempt whose score reaches the solved threshold. The field names are those
-of the per-generation summary the generations work (issue 12) reports.
-
-The notes each generation's distillation wrote are stored in the run
-directory as ``knowledge/<generation>/KNOWLEDGE.md``; :func:`notes_files`
-finds them so a view can link to them.
+The per-generation figures themselves are computed once, by
+:func:`ksi.runner.generation_summary.summarize_generations`, and reach every
+view as :attr:`ksi.runner.models.RunSummary.generations` (hold-outs counted
+apart there). This module only finds the notes each generation stored
+(``knowledge/<generation>/KNOWLEDGE.md``) so a view can link to them, and
+says in words which notes an attempt was given (its record's
+:class:`~ksi.runner.models.KnowledgeRef`).
 """
 
 from __future__ import annotations
 
-import os
-from collections import defaultdict
-from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-import attrs
+from ksi.knowledge.store import KNOWLEDGE_DIR, generation_dir, stored_generations
+from ksi.runner.generation_models import GenerationsSummary
+from ksi.runner.models import KnowledgeRef
 
-from ksi.runner.journal import latest_by_attempt, spending_records
-from ksi.runner.models import AttemptRecord, is_solved
-
-
-@attrs.frozen
-class GenerationStats:
-    generation: int
-    attempts: int
-    tasks_attempted: int
-    solved: int
-    #: Tasks first solved in this generation, in the run's task order.
-    newly_solved_ids: tuple[str, ...]
-    cumulative_solved: int
-    #: ``solved / tasks_attempted`` (0 when nothing was attempted).
-    solve_rate: float
-    #: ``cumulative_solved`` over all the run's tasks.
-    cumulative_solve_rate: float
-    cost_usd: float | None = None
-
-
-def generation_stats(
-    records: Iterable[AttemptRecord],
-    task_ids: Sequence[str],
-    *,
-    solved_threshold: float = 1.0,
-) -> list[GenerationStats]:
-    """One entry per generation present in ``records``, in order."""
-    all_records = list(records)
-    latest = latest_by_attempt(all_records).values()
-    by_gen: dict[int, list[AttemptRecord]] = defaultdict(list)
-    for rec in latest:
-        by_gen[rec.generation].append(rec)
-    costs: dict[int, list[float]] = defaultdict(list)
-    for rec in spending_records(all_records):
-        if rec.usage.cost_usd is not None:
-            costs[rec.generation].append(rec.usage.cost_usd)
-    order = {task_id: i for i, task_id in enumerate(task_ids)}
-    solved_before: set[str] = set()
-    stats = []
-    for gen in sorted(by_gen):
-        recs = by_gen[gen]
-        attempted = {r.task_id for r in recs}
-        solved = {
-            r.task_id for r in recs if r.status == "scored" and is_solved(r.score, solved_threshold)
-        }
-        new = sorted(solved - solved_before, key=lambda t: (order.get(t, len(order)), t))
-        solved_before |= solved
-        stats.append(
-            GenerationStats(
-                generation=gen,
-                attempts=len(recs),
-                tasks_attempted=len(attempted),
-                solved=len(solved),
-                newly_solved_ids=tuple(new),
-                cumulative_solved=len(solved_before),
-                solve_rate=len(solved) / len(attempted) if attempted else 0.0,
-                cumulative_solve_rate=len(solved_before) / len(task_ids) if task_ids else 0.0,
-                cost_usd=sum(costs[gen]) if costs.get(gen) else None,
-            )
-        )
-    return stats
-
-
-def has_generations(stats: Sequence[GenerationStats]) -> bool:
-    """Whether a run is worth a generations section: more than one generation, or a later one."""
-    return len(stats) > 1 or any(s.generation > 1 for s in stats)
+#: Hex digits of a notes file's SHA-256 a view prints (the record keeps all 64).
+SHORT_HASH = 12
 
 
 def notes_files(run_dir: Path) -> dict[int, str]:
-    """Generation -> run-relative path of ``knowledge/<generation>/KNOWLEDGE.md``, where one is."""
-    found: dict[int, str] = {}
-    try:
-        entries = os.listdir(run_dir / "knowledge")
-    except OSError:
-        return found
-    for name in entries:
-        if name.isdigit() and (run_dir / "knowledge" / name / "KNOWLEDGE.md").is_file():
-            found[int(name)] = f"knowledge/{name}/KNOWLEDGE.md"
-    return dict(sorted(found.items()))
+    """Generation -> run-relative path of its ``KNOWLEDGE.md``, for every stored generation."""
+    return {
+        g: f"{KNOWLEDGE_DIR}/{g}/KNOWLEDGE.md"
+        for g in stored_generations(run_dir)
+        if (generation_dir(run_dir, g) / "KNOWLEDGE.md").is_file()
+    }
+
+
+def notes_given(ref: KnowledgeRef) -> str:
+    """``generation 1's notes: n1, n2 (sha256 0123456789ab)``: what an attempt was given."""
+    source = "seeded notes" if ref.generation == 0 else f"generation {ref.generation}'s notes"
+    ids = ", ".join(ref.note_ids) if ref.note_ids else "none fitted the budget"
+    digest = f" (sha256 {ref.sha256[:SHORT_HASH]})" if ref.sha256 else ""
+    return f"{source}: {ids}{digest}"
+
+
+def newly_solved_ids(generations: GenerationsSummary, generation: int) -> tuple[str, ...]:
+    """The learning tasks first solved in ``generation``, in the run's task order."""
+    return tuple(
+        t.task_id for t in generations.tasks if t.solved_generation == generation and not t.holdout
+    )
+
+
+def learning_tasks(generations: GenerationsSummary) -> int:
+    """How many of the run's tasks are learned from (the cumulative figures' denominator)."""
+    return len(generations.tasks) - len(generations.holdout_task_ids)

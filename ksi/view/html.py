@@ -33,12 +33,13 @@ from urllib.parse import quote
 
 from ksi._version import __version__
 from ksi.errors import UserInputError
+from ksi.runner.generation_models import GenerationsSummary
 from ksi.text import printable
 from ksi.view import fmt
 from ksi.view.chart import LineChart, percent_line_chart
 from ksi.view.compare import Comparison, compare_runs, run_labels
 from ksi.view.diffs import DiffLine
-from ksi.view.generations import GenerationStats
+from ksi.view.generations import learning_tasks, newly_solved_ids, notes_given
 from ksi.view.runs import RunView
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -97,15 +98,17 @@ def diff_blocks(lines: Sequence[DiffLine]) -> list[DiffLine]:
     return blocks
 
 
-def generations_chart(stats: Sequence[GenerationStats]) -> LineChart:
+def generations_chart(summary: GenerationsSummary) -> LineChart:
+    """The summary's two rates per generation (hold-outs are in neither)."""
+    gens = summary.generations
     return percent_line_chart(
-        [s.generation for s in stats],
+        [g.generation for g in gens],
         [
-            ("solve rate (of tasks attempted)", "s-rate", [s.solve_rate for s in stats]),
+            ("solve rate (of tasks attempted)", "s-rate", [g.solve_rate for g in gens]),
             (
-                "cumulative solved (of all tasks)",
+                "cumulative solved (of all learning tasks)",
                 "s-cumul",
-                [s.cumulative_solve_rate for s in stats],
+                [g.cumulative_solve_rate for g in gens],
             ),
         ],
     )
@@ -147,6 +150,9 @@ def render_report(runs: Sequence[RunView], out_path: Path) -> str:
             task_index=[{t.task_id: i for i, t in enumerate(run.tasks)} for run in runs],
             href=lambda run, rel: prefixes[id(run)] + quote(rel),
             chart=generations_chart,
+            newly_solved=newly_solved_ids,
+            learning_tasks=learning_tasks,
+            notes_given=notes_given,
             script=markupsafe.Markup(script),
             style=markupsafe.Markup(style),
             script_hash=_csp_hash(script),

@@ -24,18 +24,14 @@ from typing import Literal
 import attrs
 
 from ksi.errors import UserInputError
+from ksi.runner.generation_models import GenerationsSummary
 from ksi.runner.layout import RunLayout
 from ksi.runner.models import AttemptRecord, RunSummary, TaskSummary
 from ksi.runner.run_state import RunState, load_run_state
 from ksi.runner.summary import summarize_run
 from ksi.view.diffs import DiffLine, FileChange, classify, file_changes
 from ksi.view.excerpt import MISSING, Excerpt, read_excerpt, text_excerpt
-from ksi.view.generations import (
-    GenerationStats,
-    generation_stats,
-    has_generations,
-    notes_files,
-)
+from ksi.view.generations import notes_files
 from ksi.view.verdict import TaskState, Verdict, attempt_facts, task_state, verdict
 
 #: Bytes of excerpts (prompts, diffs, logs, eval output) one run's view holds at most.
@@ -101,6 +97,8 @@ class AttemptView:
     files: dict[str, str]
     #: Earlier tries of this attempt (retries, or the record a regrade replaced), oldest first.
     earlier: tuple[tuple[AttemptRecord, Verdict], ...] = ()
+    #: Run-relative path of the ``KNOWLEDGE.md`` its notes came from (None: no notes, or gone).
+    notes_link: str | None = None
 
     @property
     def label(self) -> str:
@@ -137,7 +135,6 @@ class RunView:
     state: RunState
     summary: RunSummary
     tasks: tuple[TaskView, ...]
-    generations: tuple[GenerationStats, ...]
     #: Components as the records name them (the config may leave them to the task source).
     components: dict[str, str]
     #: The per-piece limit the budget allowed (bytes).
@@ -150,8 +147,13 @@ class RunView:
         return self.root.name
 
     @property
+    def generations(self) -> GenerationsSummary | None:
+        """The run's per-generation figures (``summary.generations``: one computation)."""
+        return self.summary.generations
+
+    @property
     def show_generations(self) -> bool:
-        return has_generations(self.generations)
+        return self.generations is not None and bool(self.generations.generations)
 
     def task(self, task_id: str) -> TaskView:
         for task in self.tasks:
@@ -211,6 +213,7 @@ def _attempt_view(
     threshold: float,
     limit: int,
     task_prompt: Excerpt | None,
+    notes: dict[int, str],
 ) -> AttemptView:
     prompt = _read(root, files, "prompt", limit)
     diff = _read(root, files, "diff", limit)
@@ -233,6 +236,7 @@ def _attempt_view(
         ),
         files={name: rel for name, (rel, _) in files.items()},
         earlier=tuple((r, verdict(r, threshold)) for r in earlier),
+        notes_link=notes.get(rec.knowledge.generation) if rec.knowledge is not None else None,
     )
 
 
@@ -275,6 +279,12 @@ def load_run_view(
         by_task[task_id].append(recs)
 
     where = str(root)
+    notes = notes_files(root)
+    best_gen = (
+        {t.task_id: t.best_generation for t in summary.generations.tasks}
+        if summary.generations is not None
+        else {}
+    )
     listings: dict[str, Listing] = {}
     sizes: list[int] = []
     for attempts in by_task.values():
@@ -301,6 +311,7 @@ def load_run_view(
                 threshold,
                 limit,
                 prompt,
+                notes,
             )
             for recs in attempts
         )
@@ -310,32 +321,18 @@ def load_run_view(
                 state=task_state(task_summary),
                 prompt=prompt,
                 attempts=views,
-                best_generation=_best_generation(views),
+                best_generation=best_gen.get(task_summary.task_id),
             )
         )
-    gens = generation_stats(summary.records, state.task_ids, solved_threshold=threshold)
     return RunView(
         root=root,
         state=state,
         summary=summary,
         tasks=tuple(tasks),
-        generations=tuple(gens),
         components=_components(state, summary.records),
         piece_limit=limit,
-        notes=notes_files(root),
+        notes=notes,
     )
-
-
-def _best_generation(attempts: Sequence[AttemptView]) -> int | None:
-    best: tuple[float, int] | None = None
-    for view in attempts:
-        rec = view.record
-        if rec.status != "scored" or rec.score is None:
-            continue
-        key = (-rec.score, rec.generation)
-        if best is None or key < (-best[0], best[1]):
-            best = (rec.score, rec.generation)
-    return best[1] if best else None
 
 
 def _components(state: RunState, records: Sequence[AttemptRecord]) -> dict[str, str]:

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from ksi.runner.models import RunSummary, TaskSummary
 from ksi.text import printable
-from ksi.view.generations import GenerationStats, has_generations
+from ksi.view.generations import learning_tasks, newly_solved_ids
 from ksi.view.verdict import task_state
 
 CSV_COLUMNS = (
@@ -99,9 +99,7 @@ def _task_row(t: TaskSummary, with_cost: bool) -> list[str]:
     return cells
 
 
-def task_markdown(
-    summary: RunSummary, generations: Sequence[GenerationStats] = (), *, name: str = ""
-) -> str:
+def task_markdown(summary: RunSummary, *, name: str = "") -> str:
     """The run's totals as a sentence, then its per-task table (and generations, if any)."""
     label = md_text(name or summary.run_id)
     parts = [
@@ -125,23 +123,26 @@ def task_markdown(
         align.append("--:")
     lines += [_row(header), _row(align)]
     lines += [_row(_task_row(t, with_cost)) for t in summary.tasks]
-    if has_generations(generations):
-        lines += [
-            "",
-            _row(["generation", "attempted", "solved", "solve rate", "cumulative", "newly solved"]),
-            _row(["--:", "--:", "--:", "--:", "--:", ":--"]),
-        ]
-        for g in generations:
-            lines.append(
-                _row(
-                    [
-                        str(g.generation),
-                        str(g.tasks_attempted),
-                        str(g.solved),
-                        f"{g.solve_rate:.1%}",
-                        f"{g.cumulative_solved}/{summary.n_tasks}",
-                        ", ".join(md_text(t) for t in g.newly_solved_ids) or "–",  # noqa: RUF001
-                    ]
-                )
-            )
+    gs = summary.generations
+    if gs is not None and gs.generations:
+        held = bool(gs.holdout_task_ids)
+        header = ["generation", "attempted", "solved", "solve rate", "cumulative", "newly solved"]
+        lines += ["", _row(header + (["hold-outs solved"] if held else []))]
+        lines.append(_row(["--:", "--:", "--:", "--:", "--:", ":--"] + (["--:"] if held else [])))
+        for g in gs.generations:
+            new = newly_solved_ids(gs, g.generation)
+            cells = [
+                str(g.generation),
+                str(g.tasks_attempted),
+                str(g.solved),
+                f"{g.solve_rate:.1%}",
+                f"{g.cumulative_solved}/{learning_tasks(gs)}",
+                ", ".join(md_text(t) for t in new) or "–",  # noqa: RUF001
+            ]
+            if held:
+                cells.append(f"{g.holdout_solved}/{g.holdout_attempted}")
+            lines.append(_row(cells))
+        if held:
+            ids = ", ".join(md_text(t) for t in gs.holdout_task_ids)
+            lines += ["", f"Hold-outs (run every generation, never learned from): {ids}."]
     return "\n".join(lines) + "\n"
