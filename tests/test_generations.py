@@ -566,7 +566,10 @@ def test_agent_distiller_notes_from_a_command_agent_change_outcomes(tmp_path: Pa
 
 @pytest.mark.parametrize(
     ("mode", "why"),
-    [("garbage", "is not JSON"), ("wrong-kind", "does not follow schema.json")],
+    [
+        ("garbage", "is not JSON"),
+        ("wrong-kind", "does not follow schema.json: invalid value (kind: expected one of"),
+    ],
 )
 def test_agent_distiller_falls_back_to_evidence_notes_and_says_why(
     tmp_path: Path, mode: str, why: str

@@ -57,7 +57,22 @@ Write at most {max_notes} notes.
 
 def _kind(_: Any, attribute: Any, value: str) -> None:
     if value not in INSIGHT_KINDS:
-        raise ValueError(f"expected one of {', '.join(INSIGHT_KINDS)}, got {value!r}")
+        raise ValueError(
+            f"{attribute.name}: expected one of {', '.join(INSIGHT_KINDS)}, got {value!r}"
+        )
+
+
+def _describe(exc: BaseException, type_: type | None) -> str:
+    """cattrs' wording, plus a validator's own message (cattrs says only "invalid value").
+
+    A validator runs in the class's ``__init__``, so cattrs cannot tell which
+    field failed; the message names it, and what was expected, for the fallback
+    reason the user reads.
+    """
+    described = cattrs.v.format_exception(exc, type_)
+    if type(exc) is ValueError and str(exc):
+        return f"{described} ({exc})"
+    return described
 
 
 @attrs.frozen
@@ -119,7 +134,7 @@ def parse_notes(raw: str, request: DistillRequest) -> tuple[list[Note], int]:
         drafts = _strict.structure(data, DraftNotes)
     except Exception as exc:
         details = (
-            "; ".join(cattrs.transform_error(exc, path="$"))
+            "; ".join(cattrs.transform_error(exc, path="$", format_exception=_describe))
             if isinstance(exc, cattrs.BaseValidationError)
             else str(exc)
         )
