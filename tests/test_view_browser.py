@@ -217,7 +217,8 @@ def test_a_hostile_attempt_shows_its_text_and_runs_no_script(
         assert "+<script>window.__pwned = 3</script>" in text
         assert "</pre><script>window.__pwned = 4</script>" in text
         assert "\\x1b[31mRED\\x1b[0m" in text and "\\x1b[2Jcleared" in text
-        assert "test_guard.py" in text and "test file edited by the agent: seed version restored" in text
+        assert "test_guard.py" in text
+        assert "test file edited by the agent: seed version restored" in text
         assert page.evaluate("typeof window.__pwned") == "undefined"
         assert task.locator("img, script").count() == 0
         assert page.locator("script").count() == 1
