@@ -133,3 +133,28 @@ def test_missing_seed_counts_as_empty(tmp_path: Path) -> None:
     (captured / "a.txt").write_text("a\n")
     out = tmp_path / "diff.patch"
     assert write_diff(tmp_path / "no-seed", captured, out) == DiffStats(1, 1, 0)
+
+
+def test_readers_of_the_patch_name_the_files_it_changes(
+    pair: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """The notes' "files touched" and the viewer's per-file counts name every changed file,
+    a path holding " b/" included (a header split at its first " b/" cut it short)."""
+    from ksi.knowledge.evidence import files_touched
+    from ksi.view.diffs import classify, file_changes
+
+    seed, captured = pair
+    (captured / "src" / "app.py").write_text("def add(a, b):\n    return a + b\n\n\nX = 1\n")
+    (captured / "notes a b").mkdir()
+    (captured / "notes a b" / "x b").mkdir()
+    (captured / "notes a b" / "x b" / "c.txt").write_text("one\ntwo\n")
+    (captured / "old.txt").unlink()
+    out = tmp_path / "diff.patch"
+    write_diff(seed, captured, out)
+    text = out.read_text()
+    expected = {"src/app.py", "notes a b/x b/c.txt", "old.txt"}
+    assert set(files_touched(text)) == expected
+    counts = {
+        change.path: (change.added, change.removed) for change in file_changes(classify(text))
+    }
+    assert counts == {"src/app.py": (1, 1), "notes a b/x b/c.txt": (2, 0), "old.txt": (0, 1)}

@@ -16,11 +16,11 @@ from pathlib import Path
 
 from ksi.knowledge.models import AttemptEvidence, TaskEvidence
 from ksi.models import is_solved
+from ksi.runner.diff import header_path
 from ksi.runner.journal import latest_by_attempt
 from ksi.runner.models import AttemptRecord
 
 #: Lines starting like this in diff.patch name the files an attempt touched.
-_DIFF_HEADER = "diff --git a/"
 
 
 def scored(records: Iterable[AttemptRecord]) -> list[AttemptRecord]:
@@ -39,12 +39,7 @@ def scored(records: Iterable[AttemptRecord]) -> list[AttemptRecord]:
 
 def files_touched(diff: str) -> tuple[str, ...]:
     """The paths a ``diff.patch`` changes, in its order."""
-    out = []
-    for line in diff.splitlines():
-        if line.startswith(_DIFF_HEADER):
-            rest = line[len(_DIFF_HEADER) :]
-            out.append(rest.split(" b/", 1)[0])
-    return tuple(out)
+    return tuple(path for line in diff.splitlines() if (path := header_path(line)) is not None)
 
 
 def _read(path: Path, limit: int) -> str:

@@ -42,6 +42,26 @@ _BINARY_SNIFF = 8000
 TRUNCATION_MARK = "# ksi: diff truncated"
 
 
+_HEADER = "diff --git a/"
+
+
+def header_path(line: str) -> str | None:
+    """The path a ``diff --git a/P b/P`` line of a ``diff.patch`` names, or ``None``.
+
+    ``write_diff`` writes the same path on both sides, so the header is split at its
+    middle, which stays right for a path that itself holds ``" b/"``. Readers of
+    ``diff.patch`` (the notes' files touched, the viewer's per-file counts) ask here
+    rather than parsing the header their own way.
+    """
+    if not line.startswith(_HEADER):
+        return None
+    rest = line[len(_HEADER) :].rstrip("\n")
+    half = (len(rest) - 3) // 2
+    if half > 0 and rest[half : half + 3] == " b/" and rest[:half] == rest[half + 3 :]:
+        return rest[:half]
+    return None
+
+
 @attrs.frozen
 class DiffStats:
     """Counts over every change, including any past the truncation point."""
@@ -130,7 +150,7 @@ def _file_diff(rel: str, old: _Entry | None, new: _Entry | None) -> tuple[str, i
         return gone + came, ins, dels
     if old is not None and new is not None and _unchanged(old, new):
         return "", 0, 0
-    head = f"diff --git a/{rel} b/{rel}\n"
+    head = f"{_HEADER}{rel} b/{rel}\n"
     if old is None and new is not None:
         head += f"new file mode {new.git_mode}\n"
     elif new is None and old is not None:

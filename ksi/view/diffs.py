@@ -14,6 +14,8 @@ from typing import Literal, NamedTuple
 
 import attrs
 
+from ksi.runner.diff import header_path
+
 LineKind = Literal["file", "meta", "hunk", "add", "del", "context", "note"]
 
 _META_PREFIXES = (
@@ -94,8 +96,7 @@ def file_changes(lines: Iterable[DiffLine]) -> list[FileChange]:
         if line.kind == "file":
             if path is not None:
                 files.append(FileChange(path, added, removed, binary))
-            # "diff --git a/x b/x": the b side names the file.
-            path = line.text.rsplit(" b/", 1)[-1] if " b/" in line.text else line.text[11:]
+            path = header_path(line.text) or line.text[len("diff --git ") :]
             added = removed = 0
             binary = False
         elif line.kind == "add":
