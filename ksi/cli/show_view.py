@@ -217,11 +217,12 @@ def print_comparison(comparison: Comparison, *, show_all: bool) -> None:
 
     console = _console()
     for col in comparison.runs:
+        s = col.summary
         console.print(
             _text(
-                f"{col.label}: solved {col.solved_tasks}/{col.n_tasks} ({col.solve_rate:.1%}), "
-                f"mean best {fmt.score(col.mean_best_score)}, cost {fmt.money(col.total_cost_usd)}"
-                f"  ({col.run_dir})"
+                f"{col.label}: solved {s.solved_tasks}/{s.n_tasks} ({s.solve_rate:.1%}), "
+                f"mean best {fmt.score(s.mean_best_score)}, cost {fmt.money(s.total_cost_usd)}"
+                f"  ({s.run_dir})"
             ),
             soft_wrap=True,
         )

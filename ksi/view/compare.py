@@ -26,14 +26,10 @@ _UNCOMPARED = frozenset({"output_json", "tasks_path"})
 
 @attrs.frozen
 class RunColumn:
+    """One run of a comparison: its label beside the summary it was compared by."""
+
     label: str
-    run_id: str
-    run_dir: str
-    n_tasks: int
-    solved_tasks: int
-    solve_rate: float
-    mean_best_score: float | None
-    total_cost_usd: float | None
+    summary: RunSummary
 
 
 @attrs.frozen
@@ -120,19 +116,7 @@ def compare_runs(runs: Sequence[tuple[str, RunSummary, RunState]]) -> Comparison
     position = {task_id: i for i, task_id in enumerate(order)}
     rank = {"gained": 0, "lost": 0, "better": 1, "worse": 1, "missing": 2, "same": 3}
     changes.sort(key=lambda c: (rank[c.direction], -abs(c.change or 0.0), position[c.task_id]))
-    columns = tuple(
-        RunColumn(
-            label=label,
-            run_id=summary.run_id,
-            run_dir=summary.run_dir,
-            n_tasks=summary.n_tasks,
-            solved_tasks=summary.solved_tasks,
-            solve_rate=summary.solve_rate,
-            mean_best_score=summary.mean_best_score,
-            total_cost_usd=summary.total_cost_usd,
-        )
-        for label, summary, _ in runs
-    )
+    columns = tuple(RunColumn(label=label, summary=summary) for label, summary, _ in runs)
     return Comparison(columns, tuple(changes), _differences([state for _, _, state in runs]))
 
 
