@@ -227,3 +227,31 @@ def test_a_task_source_takes_options_and_adds_its_own_flags(
 
     bad = ksi_cli(*args[:-1], "r2", "--task-source-option", "prefx=x", env=site.env(), cwd=tmp_path)
     assert bad.returncode == 2 and "prefx" in bad.stderr and "prefix" in bad.stderr
+
+
+def test_check_and_grade_take_the_task_sources_options(
+    site: Site,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """The options `ksi run` gives a task source reach it from `ksi check` and `ksi grade` too."""
+    site.add("ksi-fake-source", "ksi_fake_source", ep_name="prefixed")
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text(
+        '{"task_id": "t", "prompt": "p", "files": {"a.txt": "a"}, '
+        '"solution": {"files": {"a.txt": "done"}}, "eval": {"command": "grep -q done a.txt"}}\n'
+    )
+    source = ["--task-source", "prefixed", "--task-source-option", "prefix=opt"]
+    checked = ksi_cli("check", str(tasks), *source, "--json", env=site.env(), cwd=tmp_path)
+    assert checked.returncode == 0, checked.stderr
+    result = json.loads(checked.stdout)
+    assert [t["task_id"] for t in result["tasks"]] == ["opt-t"]
+
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "a.txt").write_text("done")
+    graded = ksi_cli(
+        "grade", "--workspace", str(workspace), str(tasks), *source, "--task-id", "opt-t",
+        "--json", env=site.env(), cwd=tmp_path,
+    )  # fmt: skip
+    assert graded.returncode == 0, graded.stderr
+    assert json.loads(graded.stdout)["resolved"] is True

@@ -86,6 +86,12 @@ TaskSourceOptionsOption = Annotated[
         "--task-source-option", metavar="KEY=VALUE", help="A task source option (repeatable)."
     ),
 ]
+EnvironmentOptionsOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--environment-option", metavar="KEY=VALUE", help="An environment option (repeatable)."
+    ),
+]
 EnvironmentOption = Annotated[
     str,
     typer.Option(

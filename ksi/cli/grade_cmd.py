@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -25,6 +25,7 @@ from ksi.cli.common import (
     TaskIdOption,
     TasksArg,
     TaskSourceOption,
+    TaskSourceOptionsOption,
     TasksPathOption,
     echo_json,
     require_tasks_path,
@@ -58,6 +59,7 @@ def grade_workspace(
     workspace: Path,
     *,
     task_source: str = DEFAULT_TASK_SOURCE,
+    task_source_options: Mapping[str, str] | None = None,
     evaluator: str | None = None,
     evaluator_options: Sequence[str] = (),
     keep_copy: bool = False,
@@ -79,7 +81,7 @@ def grade_workspace(
         raise UserInputError(f"--workspace: {str(workspace)!r} {what}; pass the directory to grade")
     if not tasks_path.exists():
         raise UserInputError(f"--tasks-path: {str(tasks_path)!r} does not exist")
-    source = get_task_source(task_source)
+    source = get_task_source(task_source, task_source_options)
     patterns = (task_id,) if isinstance(task_id, str) else tuple(task_id)
     task = _find_task(source.load(tasks_path), patterns, tasks_path)
     evaluator_name = evaluator or str(getattr(source, "default_evaluator", "") or "")
@@ -183,6 +185,7 @@ def grade(
     task_id: TaskIdOption = None,
     evaluator: EvaluatorOption = None,
     task_source: TaskSourceOption = DEFAULT_TASK_SOURCE,
+    task_source_option: TaskSourceOptionsOption = None,
     evaluator_option: Annotated[
         list[str] | None,
         typer.Option(
@@ -227,6 +230,7 @@ def grade(
         task_id or (),
         workspace,
         task_source=task_source,
+        task_source_options=parse_key_values(task_source_option or [], "--task-source-option"),
         evaluator=evaluator,
         evaluator_options=evaluator_option or (),
         keep_copy=keep_copy,

@@ -22,6 +22,7 @@ import typer
 from ksi.cli.common import (
     AgentOption,
     EnvironmentOption,
+    EnvironmentOptionsOption,
     EvalEnvOption,
     EvaluatorOption,
     ExcludeOption,
@@ -101,10 +102,7 @@ def run_command(
         str | None, typer.Option(envvar="KSI_MODEL", help="Model for agents that take one.")
     ] = None,
     environment: EnvironmentOption = "local",
-    environment_option: Annotated[
-        list[str] | None,
-        typer.Option(metavar="KEY=VALUE", help="An environment option (repeatable)."),
-    ] = None,
+    environment_option: EnvironmentOptionsOption = None,
     evaluator: EvaluatorOption = None,
     evaluator_option: Annotated[
         list[str] | None,
@@ -584,7 +582,9 @@ def check_command(
     exclude: ExcludeOption = None,
     limit: LimitOption = None,
     task_source: TaskSourceOption = "custom",
+    task_source_option: TaskSourceOptionsOption = None,
     environment: EnvironmentOption = "local",
+    environment_option: EnvironmentOptionsOption = None,
     concurrency: Annotated[
         int | None, typer.Option(min=1, help="Attempts at once (default: CPUs, max 8).")
     ] = None,
@@ -599,6 +599,7 @@ def check_command(
     passes with no work at all. A task with no reference solution is run by
     nop only and listed as not checked. Exit code 1 when any task is broken.
     """
+    from ksi.options import parse_key_values
     from ksi.runner.check import check_tasks
     from ksi.runner.config import default_concurrency
     from ksi.serialization import to_data
@@ -611,7 +612,9 @@ def check_command(
         result = check_tasks(
             path,
             task_source=task_source,
+            task_source_options=parse_key_values(task_source_option or [], "--task-source-option"),
             environment=environment,
+            environment_options=parse_key_values(environment_option or [], "--environment-option"),
             base_dir=base,
             concurrency=concurrency or default_concurrency(),
             selection=selection,

@@ -13,6 +13,7 @@ passes only if the task's tests do not need it, and its author should know.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 import attrs
@@ -85,7 +86,9 @@ def check_tasks(
     tasks_path: Path,
     *,
     task_source: str = "custom",
+    task_source_options: Mapping[str, str] | None = None,
     environment: str = "local",
+    environment_options: Mapping[str, str] | None = None,
     base_dir: Path,
     concurrency: int = 2,
     selection: TaskSelection | None = None,
@@ -96,7 +99,7 @@ def check_tasks(
     skips it, nop still runs it, and it is listed as not checked.
     """
     path = Path(tasks_path).resolve()
-    source = get_task_source(task_source)
+    source = get_task_source(task_source, task_source_options)
     tasks = (selection or TaskSelection()).apply(source.load(path), where=str(tasks_path))
     oracle_agent = create_component(
         registry("agent").get("oracle").obj, {}, kind="agent", option_flag="--agent-option"
@@ -108,10 +111,12 @@ def check_tasks(
         config = RunConfig(
             agent=agent,
             task_source=task_source,
+            task_source_options=dict(task_source_options or {}),
             tasks_path=str(path),
             # The tasks are handed over loaded: the source's evaluator must be named.
             evaluator=source.default_evaluator,
             environment=environment,
+            environment_options=dict(environment_options or {}),
             concurrency=concurrency,
         )
         run = Driver(config, base_dir / agent, tasks=agent_tasks) if agent_tasks else None
