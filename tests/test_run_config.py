@@ -200,6 +200,20 @@ def test_dry_run_shows_the_plan_and_starts_nothing(tmp_path: Path) -> None:
     assert after == before
 
 
+def test_dry_run_refuses_what_the_run_would_refuse_before_starting(tmp_path: Path) -> None:
+    """oracle on a task with no solution: the dry run says so (exit 2), not "nothing wrong"."""
+    tasks = write_tasks(
+        tmp_path / "tasks.jsonl",
+        [{"task_id": "bare", "prompt": "p", "eval": {"command": "true"}}],
+    )
+    plan = _ksi("run", str(tasks), "--agent", "oracle", "--dry-run", cwd=tmp_path)
+    assert plan.returncode == 2
+    assert "task 'bare' has no `solution`; oracle cannot attempt it" in plan.stderr
+    assert not (tmp_path / "runs").exists()
+    # The same tasks with an agent that needs no solution: the plan, exit 0.
+    assert _ksi("run", str(tasks), "--agent", "nop", "--dry-run", cwd=tmp_path).returncode == 0
+
+
 def _complete(words: str, env: dict[str, str] | None = None, shell: str = "bash") -> list[str]:
     """What ``ksi``'s completion offers for the last word (the shells' own protocol)."""
     protocol = {

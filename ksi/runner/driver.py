@@ -330,11 +330,16 @@ class Driver:
         """What :meth:`run` would do (``ksi run --dry-run``), starting and writing nothing.
 
         Every check that needs no agent runs: the tasks load and the selection
-        applies, the components resolve with their options, and a resume is
+        applies, the components resolve with their options, the agent says which
+        tasks it cannot attempt (oracle: one without a solution), and a resume is
         checked against the run it would continue. Credentials and images are
-        not checked (that is the run's own preflight).
+        not checked (a dry run may be made where the keys are not; that is the
+        run's own preflight).
         """
         tasks = self._resolve()
+        problems = list(self.parts.agent.check_tasks(tasks))
+        if problems:
+            raise UserInputError("\n".join(problems))
         layout = self.layout
         records: list[AttemptRecord] = []
         resumed = layout.run_json.exists()
