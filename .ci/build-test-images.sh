@@ -16,10 +16,8 @@ RECIPE_VERSION=1
 
 log() { echo "[build-test-images] $*"; }
 
-if [ ! -x "$BUSYBOX" ] || ! "$BUSYBOX" --list >/dev/null 2>&1; then
-    echo "error: $BUSYBOX is missing; install busybox-static (apt-get install busybox-static)" >&2
-    exit 1
-fi
+source "$(dirname "$0")/busybox-root.sh"
+check_busybox
 hash=$( { sha256sum "$BUSYBOX" | cut -d' ' -f1; echo "recipe $RECIPE_VERSION"; } \
     | sha256sum | cut -c1-12)
 tag="$NAME:$hash"
@@ -29,15 +27,7 @@ if "$DOCKER" image inspect "$tag" >/dev/null 2>&1; then
 else
     root=$(mktemp -d)
     trap 'rm -rf "$root"' EXIT
-    mkdir -p "$root"/{bin,etc,tmp,proc,sys,dev,root,workspace}
-    chmod 1777 "$root/tmp"
-    cp "$BUSYBOX" "$root/bin/busybox"
-    for applet in $("$root/bin/busybox" --list); do
-        [ "$applet" = busybox ] || ln -s busybox "$root/bin/$applet"
-    done
-    printf 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/:/bin/false\n' \
-        > "$root/etc/passwd"
-    printf 'root:x:0:\nnogroup:x:65534:\n' > "$root/etc/group"
+    busybox_root "$root"
     tar --numeric-owner --owner=0 --group=0 -C "$root" -cf - . \
         | "$DOCKER" import -c 'ENV PATH=/bin' -c 'CMD ["/bin/sh"]' - "$tag" >/dev/null
     log "built $tag"

@@ -1,0 +1,141 @@
+"""Real agent CLIs in the ``docker`` environment, through ``ksi run``, against the mock model.
+
+The image is ``ksi-test/agent-clis`` (``.ci/build-agent-cli-image.sh``): the
+busybox test root plus Codex's static binary and Claude Code's native binary
+with the glibc it links, copied from the CLIs ``.ci/install-agent-clis.sh``
+installed; built here when missing. Each run gets only the provider's key and
+``--agent-option base_url=http://127.0.0.1:PORT`` (the mock), with the
+container on the host's network (``--network host``) so that loopback URL
+reaches the mock. Tokens, cost and turns must equal what the mock served.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from docker_support import docker_unavailable, needs_docker
+from mockmodel import Answer, MockUsage, ToolCall
+from real_agents import ROOT, WRITE_HELLO, MockRun, ksi_run_with_mock
+
+pytestmark = [pytest.mark.real_cli, pytest.mark.docker, needs_docker]
+
+DOCKER = os.environ.get("KSI_DOCKER_BINARY", "").strip() or "docker"
+IMAGE = "ksi-test/agent-clis:latest"
+BUILD_SCRIPT = ROOT / ".ci" / "build-agent-cli-image.sh"
+
+
+@functools.cache
+def _build_image() -> str | None:
+    """Build the agent image once (a no-op when its hash tag exists); why not, or None."""
+    if docker_unavailable() is not None:
+        return docker_unavailable()
+    built = subprocess.run(["bash", str(BUILD_SCRIPT)], capture_output=True, text=True)
+    return None if built.returncode == 0 else f"{BUILD_SCRIPT} failed: {built.stderr[-2000:]}"
+
+
+@pytest.fixture
+def agent_image(tmp_path: Path) -> Iterator[str]:
+    """The image holding the real CLIs; every container the test's run left is removed after."""
+    why = _build_image()
+    if why is not None:
+        if os.environ.get("KSI_REQUIRE_AGENT_CLIS") == "1":
+            pytest.fail(f"{why} (KSI_REQUIRE_AGENT_CLIS=1)")
+        pytest.skip(why)
+    yield IMAGE
+    run_json = tmp_path / "run" / "run.json"
+    if run_json.exists():
+        run_id = json.loads(run_json.read_text())["run_id"]
+        ids = subprocess.run(
+            [DOCKER, "ps", "-aq", "--filter", f"label=ksi.run={run_id}"],
+            capture_output=True,
+            text=True,
+        ).stdout.split()
+        if ids:
+            subprocess.run([DOCKER, "rm", "-f", *ids], capture_output=True)
+
+
+def _docker_run(tmp_path: Path, image: str, **kwargs: object) -> MockRun:
+    """``ksi run --environment docker`` with the mock on the host's loopback."""
+    return ksi_run_with_mock(
+        tmp_path,
+        environment="docker",
+        netns=False,  # the container joins the daemon's network namespace, not a new one
+        **kwargs,  # type: ignore[arg-type]
+    )
+
+
+def _assert_solved(run: MockRun) -> dict[str, object]:
+    assert run.proc.returncode == 0, run.describe()
+    rec = run.record
+    assert (rec["status"], rec["score"], rec["agent_status"]) == ("scored", 1.0, "completed"), (
+        run.describe()
+    )
+    assert rec["environment"] == "docker"
+    return rec
+
+
+def test_codex_solves_in_docker_with_usage_and_turns_as_served(
+    tmp_path: Path, agent_image: str
+) -> None:
+    script = (
+        ToolCall("exec_command", {"cmd": WRITE_HELLO}, MockUsage(120, 15, 800, 40)),
+        Answer("Created hello.txt containing hello.", MockUsage(60, 25, 900, 0)),
+    )
+    run = _docker_run(
+        tmp_path,
+        agent_image,
+        agent="codex",
+        script=script,
+        env={"CODEX_API_KEY": "sk-mock-codex"},
+        model="mock-model",
+        args=["--image", agent_image, "--network", "host"],
+        # Codex's own sandbox needs bubblewrap, which a container without capabilities
+        # cannot run (its command exits 101: "bubblewrap is unavailable"); the container
+        # is the sandbox.
+        agent_options=["sandbox=danger-full-access"],
+    )
+    rec = _assert_solved(run)
+    served = run.served_usage()
+    usage = rec["usage"]
+    assert isinstance(usage, dict)
+    assert usage["input_tokens"] == served.input_tokens == 180
+    assert usage["output_tokens"] == served.output_tokens == 40
+    assert usage["cache_read_tokens"] == served.cache_read_tokens == 1700
+    assert usage["cache_write_tokens"] == served.cache_write_tokens == 40
+    assert usage["turns"] == len(run.served) == 2
+    assert usage["cost_usd"] is None  # codex reports no cost
+    assert rec["final_message"] == "Created hello.txt containing hello."
+    assert (run.attempt_file("codex.rollout.jsonl")).is_file()
+
+
+def test_claude_code_solves_in_docker_with_usage_cost_and_turns_as_served(
+    tmp_path: Path, agent_image: str
+) -> None:
+    first, second = MockUsage(1200, 45, 3000, 400), MockUsage(1500, 30, 4200, 0)
+    bash = {"command": WRITE_HELLO, "description": "Create hello.txt"}
+    run = _docker_run(
+        tmp_path,
+        agent_image,
+        agent="claude-code",
+        script=[ToolCall("Bash", bash, first), Answer("Created hello.txt with hello.", second)],
+        env={"ANTHROPIC_API_KEY": "sk-ant-mock-key"},
+        model="claude-sonnet-4-5",
+        args=["--image", agent_image, "--network", "host"],
+    )
+    rec = _assert_solved(run)
+    usage = rec["usage"]
+    assert isinstance(usage, dict)
+    assert (usage["input_tokens"], usage["output_tokens"]) == (2700, 75)
+    assert (usage["cache_read_tokens"], usage["cache_write_tokens"]) == (7200, 400)
+    assert usage["turns"] == len(run.served) == 2
+    stdout = run.attempt_file("agent.stdout.log").read_text().splitlines()
+    [result] = [json.loads(x) for x in stdout if '"type":"result"' in x]
+    assert usage["cost_usd"] == result["total_cost_usd"] > 0
+    assert rec["final_message"] == "Created hello.txt with hello."
+    assert {r.headers.get("x-api-key") for r in run.requests} == {"sk-ant-mock-key"}
