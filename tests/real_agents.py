@@ -158,6 +158,7 @@ def ksi_run_with_mock(
     netns: bool | None = None,
     port: int = 0,
     timeout: float = 240,
+    ksi: Sequence[str] = (),
 ) -> MockRun:
     """``ksi run`` of ``tasks`` with the real CLI of ``agent`` and a mock serving ``script``.
 
@@ -167,6 +168,8 @@ def ksi_run_with_mock(
     ``agent`` distiller's): the task agent then gets no base_url. Calls
     with the same ``tmp_path`` resume the same run; give them one ``port`` (see
     :func:`free_port`) so the base_url, a key option of the run, stays the same.
+    ``ksi`` replaces the command that starts KSI (``python -m ksi``), e.g. to run
+    it as another user; the mock still runs as the caller.
     """
     bin_dir = cli_bin_dir(cli or agent)
     if netns is None:
@@ -179,7 +182,7 @@ def ksi_run_with_mock(
     options = list(agent_options)
     if cli in (None, agent) and not any(o.startswith("base_url=") for o in options):
         options.append("base_url={mock_url}")
-    command = [sys.executable, "-m", "ksi", "run", str(tasks_file), "--agent", agent]
+    command = [*(ksi or (sys.executable, "-m", "ksi")), "run", str(tasks_file), "--agent", agent]
     command += ["--run-dir", str(run_dir), "--environment", environment]
     if environment == "sandbox":
         # The sandbox's own namespace has no network at all; "host" is the launcher's

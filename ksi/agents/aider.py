@@ -16,6 +16,11 @@ get uncached input. A call that both hit and wrote the cache puts ``Cost:``
 on the next line. The final message leaves out the start-up banner and
 whatever came before it. ``base_url`` is ``--openai-api-base`` (Aider's
 "OpenAI compatible APIs": ``--model openai/<name>``).
+
+KSI sets ``LITELLM_LOCAL_MODEL_COST_MAP=True``: litellm then reads the price
+list bundled with it instead of downloading it from GitHub at import. Aider's
+own copy of that list (``~/.aider/caches``, refreshed daily from GitHub) has no
+switch; ``--model-metadata-file`` with an entry for the model skips it.
 """
 
 from __future__ import annotations
@@ -25,7 +30,14 @@ from typing import Any, ClassVar
 
 import attrs
 
-from ksi.agents.cli_base import CliAgent, Parsed, base_url_field, extra_args_field, read_text
+from ksi.agents.cli_base import (
+    LITELLM_OFFLINE_ENV,
+    CliAgent,
+    Parsed,
+    base_url_field,
+    extra_args_field,
+    read_text,
+)
 from ksi.hookspecs import hookimpl
 from ksi.interfaces import AgentContext, ExecResult, Usage
 
@@ -137,6 +149,10 @@ class AiderAgent(CliAgent):
         if self.reasoning_effort:
             argv += ["--reasoning-effort", self.reasoning_effort]
         return argv, None
+
+    def process_env(self, ctx: AgentContext) -> dict[str, str]:
+        # litellm's price-list download at import (see LITELLM_OFFLINE_ENV).
+        return dict(LITELLM_OFFLINE_ENV)
 
     def parse(self, ctx: AgentContext, result: ExecResult) -> Parsed:
         text = read_text(result.stdout_path)

@@ -52,6 +52,12 @@ AWS_BEDROCK_ENV = (
     "AWS_BEARER_TOKEN_BEDROCK",
 )
 
+#: For CLIs built on litellm (mini-swe-agent, aider): litellm otherwise downloads its model
+#: price list from GitHub (raw.githubusercontent.com) each time it is imported, an extra
+#: start-up call to a host nobody configured, which fails (after a timeout) where only the
+#: provider is reachable. Its own switch makes it read the copy bundled with the package.
+LITELLM_OFFLINE_ENV = {"LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+
 #: HTTP statuses a CLI may retry until KSI's timeout, and what such an attempt is.
 _RETRIED_STATUS = {
     401: "auth_error",

@@ -20,6 +20,10 @@ How a run ended is read from the trajectory's last message (role ``exit``:
 its fix), never from stderr, which holds mini's pretty-printed traceback and
 source code. ``base_url`` and ``step_limit`` are ``-c key=value`` overrides;
 any ``-c`` drops mini's default config, so KSI names it (``mini.yaml``) first.
+
+litellm would download its model price list from GitHub at import; KSI sets
+``LITELLM_LOCAL_MODEL_COST_MAP=True`` so it reads the copy in the package
+(``LITELLM_MODEL_REGISTRY_PATH`` still adds prices of your own).
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from typing import Any, ClassVar
 import attrs
 
 from ksi.agents.cli_base import (
+    LITELLM_OFFLINE_ENV,
     CliAgent,
     Parsed,
     as_dict,
@@ -143,7 +148,7 @@ class MiniSweAgent(CliAgent):
         return [self.config or DEFAULT_CONFIG, *overrides]
 
     def process_env(self, ctx: AgentContext) -> dict[str, str]:
-        env = {"MSWEA_CONFIGURED": "true"}
+        env = {"MSWEA_CONFIGURED": "true", **LITELLM_OFFLINE_ENV}
         if self.cost_tracking:
             env["MSWEA_COST_TRACKING"] = self.cost_tracking
         return env

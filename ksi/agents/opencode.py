@@ -18,6 +18,13 @@ model must be one OpenCode knows (its catalog, or a ``provider.<id>.models``
 entry in the user's ``opencode.json``). Besides the session's own model calls,
 OpenCode asks the provider for a session title (a small model, no tools); its
 tokens are not in the ``step_finish`` events and so not in KSI's usage.
+
+Start-up traffic: KSI sets ``OPENCODE_DISABLE_MODELS_FETCH`` (no catalog
+download from models.opencode.ai; the built-in snapshot prices the known
+models). OpenCode also installs ``@opencode-ai/plugin`` with npm, in the
+background, into a config directory (``~/.config/opencode``) that lacks it,
+which a fresh HOME (the sandbox and docker environments give each attempt one)
+does; no switch stops that, and a failed install does not fail the run.
 """
 
 from __future__ import annotations
@@ -42,6 +49,11 @@ from ksi.agents.cli_base import (
 from ksi.hookspecs import hookimpl
 from ksi.interfaces import AgentContext, ExecResult, Usage
 
+#: OpenCode otherwise downloads its model catalog from models.opencode.ai (models.dev) at
+#: start, a call to a host nobody configured (and where only the provider is reachable, a
+#: DNS failure and retries); with this switch it uses the catalog snapshot built into the
+#: binary (or its cache), which holds the known models and their prices.
+NO_CATALOG_FETCH = {"OPENCODE_DISABLE_MODELS_FETCH": "1"}
 #: Every tool allowed: an attempt has nobody to answer a permission prompt.
 ALLOW_ALL = json.dumps({"edit": "allow", "bash": "allow", "webfetch": "allow"})
 
@@ -126,7 +138,7 @@ class OpenCodeAgent(CliAgent):
         return ["--", ctx.prompt] if ctx.prompt.startswith("-") else [ctx.prompt]
 
     def process_env(self, ctx: AgentContext) -> dict[str, str]:
-        env = {"OPENCODE_PERMISSION": self.permission}
+        env = {"OPENCODE_PERMISSION": self.permission, **NO_CATALOG_FETCH}
         if self.base_url:
             provider = ctx.model.split("/", 1)[0] if ctx.model and "/" in ctx.model else "openai"
             config = {"provider": {provider: {"options": {"baseURL": self.base_url}}}}
