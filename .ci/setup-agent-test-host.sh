@@ -6,7 +6,9 @@
 #   python3           the system Python, which the normal user runs KSI with (the CI venv's
 #                     Python lives under /root, which that user cannot read)
 #   user ksi-user     tests/test_real_cli_normal_user.py runs `ksi run` and `ksi doctor` as this
-#                     unprivileged user (override the name with KSI_TEST_USER)
+#                     unprivileged user (override the name with KSI_TEST_USER); it joins the
+#                     docker group, as a user who runs the docker environment does (that
+#                     group is root-equivalent: fine on a throwaway CI machine only)
 #
 # and makes the installed CLIs readable and runnable by that user.
 set -euo pipefail
@@ -30,6 +32,10 @@ if id "$USER_NAME" >/dev/null 2>&1; then
 else
     useradd --create-home --shell /bin/bash "$USER_NAME"
     log "created user $USER_NAME"
+fi
+if getent group docker >/dev/null && ! id -nG "$USER_NAME" | grep -qw docker; then
+    usermod -aG docker "$USER_NAME"
+    log "$USER_NAME added to the docker group"
 fi
 
 if [ -d "$DIR" ]; then

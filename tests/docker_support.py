@@ -20,6 +20,9 @@ ROOT = Path(__file__).resolve().parent.parent
 BUILD_SCRIPT = ROOT / ".ci" / "build-test-images.sh"
 #: The image every docker test runs: /bin/sh and busybox applets.
 TEST_IMAGE = "ksi-test/busybox:latest"
+#: The busybox root plus real agent CLIs (Codex, Claude Code), for the docker real-CLI tests.
+AGENT_CLI_IMAGE = "ksi-test/agent-clis:latest"
+AGENT_CLI_IMAGE_SCRIPT = ROOT / ".ci" / "build-agent-cli-image.sh"
 
 
 def _docker_binary() -> str:
@@ -50,6 +53,37 @@ def docker_unavailable() -> str | None:
         if built.returncode != 0:
             return f"test image {TEST_IMAGE} missing and {BUILD_SCRIPT} failed: {built.stderr}"
     return None
+
+
+@functools.cache
+def agent_cli_image_unavailable() -> str | None:
+    """Why :data:`AGENT_CLI_IMAGE` cannot be had, or None once it is built (a no-op when
+    its content-hash tag exists; the CLIs come from ``.ci/install-agent-clis.sh``)."""
+    why = docker_unavailable()
+    if why is not None:
+        return f"needs Docker: {why}"
+    built = subprocess.run(["bash", str(AGENT_CLI_IMAGE_SCRIPT)], capture_output=True, text=True)
+    if built.returncode != 0:
+        return f"{AGENT_CLI_IMAGE_SCRIPT} failed: {built.stderr.strip()[-2000:]}"
+    return None
+
+
+def remove_run_containers(run_dir: Path) -> None:
+    """``docker rm -f`` whatever containers the run in ``run_dir`` left (none normally)."""
+    import json
+
+    run_json = run_dir / "run.json"
+    if not run_json.exists():
+        return
+    run_id = json.loads(run_json.read_text())["run_id"]
+    binary = _docker_binary()
+    listed = subprocess.run(
+        [binary, "ps", "-aq", "--filter", f"label=ksi.run={run_id}"],
+        capture_output=True,
+        text=True,
+    )
+    if listed.stdout.split():
+        subprocess.run([binary, "rm", "-f", *listed.stdout.split()], capture_output=True)
 
 
 @functools.cache

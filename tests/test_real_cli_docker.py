@@ -11,62 +11,59 @@ reaches the mock. Tokens, cost and turns must equal what the mock served.
 
 from __future__ import annotations
 
-import functools
 import json
 import os
-import subprocess
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 import pytest
-from docker_support import docker_unavailable, needs_docker
-from mockmodel import Answer, MockUsage, ToolCall
-from real_agents import ROOT, WRITE_HELLO, MockRun, ksi_run_with_mock
+from docker_support import (
+    AGENT_CLI_IMAGE,
+    agent_cli_image_unavailable,
+    needs_docker,
+    remove_run_containers,
+)
+from mockmodel import Answer, MockUsage, Step, ToolCall
+from real_agents import WRITE_HELLO, MockRun, ksi_run_with_mock
 
 pytestmark = [pytest.mark.real_cli, pytest.mark.docker, needs_docker]
-
-DOCKER = os.environ.get("KSI_DOCKER_BINARY", "").strip() or "docker"
-IMAGE = "ksi-test/agent-clis:latest"
-BUILD_SCRIPT = ROOT / ".ci" / "build-agent-cli-image.sh"
-
-
-@functools.cache
-def _build_image() -> str | None:
-    """Build the agent image once (a no-op when its hash tag exists); why not, or None."""
-    if docker_unavailable() is not None:
-        return docker_unavailable()
-    built = subprocess.run(["bash", str(BUILD_SCRIPT)], capture_output=True, text=True)
-    return None if built.returncode == 0 else f"{BUILD_SCRIPT} failed: {built.stderr[-2000:]}"
 
 
 @pytest.fixture
 def agent_image(tmp_path: Path) -> Iterator[str]:
     """The image holding the real CLIs; every container the test's run left is removed after."""
-    why = _build_image()
+    why = agent_cli_image_unavailable()
     if why is not None:
         if os.environ.get("KSI_REQUIRE_AGENT_CLIS") == "1":
             pytest.fail(f"{why} (KSI_REQUIRE_AGENT_CLIS=1)")
         pytest.skip(why)
-    yield IMAGE
-    run_json = tmp_path / "run" / "run.json"
-    if run_json.exists():
-        run_id = json.loads(run_json.read_text())["run_id"]
-        ids = subprocess.run(
-            [DOCKER, "ps", "-aq", "--filter", f"label=ksi.run={run_id}"],
-            capture_output=True,
-            text=True,
-        ).stdout.split()
-        if ids:
-            subprocess.run([DOCKER, "rm", "-f", *ids], capture_output=True)
+    yield AGENT_CLI_IMAGE
+    remove_run_containers(tmp_path / "run")
 
 
-def _docker_run(tmp_path: Path, image: str, **kwargs: object) -> MockRun:
-    """``ksi run --environment docker`` with the mock on the host's loopback."""
+def _docker_run(
+    tmp_path: Path,
+    image: str,
+    *,
+    agent: str,
+    script: Sequence[Step],
+    env: Mapping[str, str],
+    model: str,
+    agent_options: Sequence[str] = (),
+    ksi: Sequence[str] = (),
+) -> MockRun:
+    """``ksi run --environment docker --image IMAGE --network host``, the mock on loopback."""
     return ksi_run_with_mock(
         tmp_path,
+        agent=agent,
+        script=script,
+        env=env,
+        model=model,
+        agent_options=agent_options,
         environment="docker",
+        args=["--image", image, "--network", "host"],
         netns=False,  # the container joins the daemon's network namespace, not a new one
-        **kwargs,  # type: ignore[arg-type]
+        ksi=ksi,
     )
 
 
@@ -94,7 +91,6 @@ def test_codex_solves_in_docker_with_usage_and_turns_as_served(
         script=script,
         env={"CODEX_API_KEY": "sk-mock-codex"},
         model="mock-model",
-        args=["--image", agent_image, "--network", "host"],
         # Codex's own sandbox needs bubblewrap, which a container without capabilities
         # cannot run (its command exits 101: "bubblewrap is unavailable"); the container
         # is the sandbox.
@@ -126,7 +122,6 @@ def test_claude_code_solves_in_docker_with_usage_cost_and_turns_as_served(
         script=[ToolCall("Bash", bash, first), Answer("Created hello.txt with hello.", second)],
         env={"ANTHROPIC_API_KEY": "sk-ant-mock-key"},
         model="claude-sonnet-4-5",
-        args=["--image", agent_image, "--network", "host"],
     )
     rec = _assert_solved(run)
     usage = rec["usage"]

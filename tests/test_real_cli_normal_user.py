@@ -27,10 +27,17 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from docker_support import (
+    AGENT_CLI_IMAGE,
+    agent_cli_image_unavailable,
+    needs_docker,
+    remove_run_containers,
+)
 from mockmodel import Answer, MockUsage, ToolCall
-from real_agents import ROOT, WRITE_HELLO, cli_bin_dir, ksi_run_with_mock
+from real_agents import ROOT, WRITE_HELLO, MockRun, cli_bin_dir, ksi_run_with_mock
 
 from ksi.agents import tested_versions
 
@@ -106,11 +113,7 @@ def _copy_dists(site: Path) -> None:
 @pytest.fixture(scope="module")
 def user_ksi() -> Iterator[tuple[Path, list[str]]]:
     """(a directory the user owns, the command that starts KSI as that user)."""
-    why = _unavailable()
-    if why is not None:
-        if os.environ.get("KSI_REQUIRE_NORMAL_USER") == "1":
-            pytest.fail(f"{why} (KSI_REQUIRE_NORMAL_USER=1)")
-        pytest.skip(why)
+    _require(_unavailable())
     entry = pwd.getpwnam(USER)
     base = Path(tempfile.mkdtemp(prefix="ksi-normal-user-"))
     site = base / "site"
@@ -125,6 +128,15 @@ def user_ksi() -> Iterator[tuple[Path, list[str]]]:
         shutil.rmtree(base, ignore_errors=True)
 
 
+def _require(why: str | None) -> None:
+    """Skip with ``why`` (fail under ``KSI_REQUIRE_NORMAL_USER=1``) when it is not None."""
+    if why is None:
+        return
+    if os.environ.get("KSI_REQUIRE_NORMAL_USER") == "1":
+        pytest.fail(f"{why} (KSI_REQUIRE_NORMAL_USER=1)")
+    pytest.skip(why)
+
+
 def _user_dir(base: Path, name: str) -> Path:
     """A fresh directory of the user's under ``base`` (pytest's tmp_path is root's, mode 700)."""
     path = base / name
@@ -134,11 +146,8 @@ def _user_dir(base: Path, name: str) -> Path:
     return path
 
 
-def test_claude_code_solves_as_a_normal_user_in_the_default_permission_mode(
-    user_ksi: tuple[Path, list[str]],
-) -> None:
-    base, ksi = user_ksi
-    work = _user_dir(base, "solve")
+def _solve_with_claude_code(work: Path, ksi: list[str], **kwargs: Any) -> MockRun:
+    """The one-file task, solved by Claude Code in two calls, with KSI started by ``ksi``."""
     first, second = MockUsage(1200, 45, 3000, 400), MockUsage(1500, 30, 4200, 0)
     bash = {"command": WRITE_HELLO, "description": "Create hello.txt"}
     run = ksi_run_with_mock(
@@ -148,6 +157,7 @@ def test_claude_code_solves_as_a_normal_user_in_the_default_permission_mode(
         env={"ANTHROPIC_API_KEY": "sk-ant-mock-key"},
         model="claude-sonnet-4-5",
         ksi=ksi,
+        **kwargs,
     )
     assert run.proc.returncode == 0, run.describe()
     rec = run.record
@@ -160,6 +170,46 @@ def test_claude_code_solves_as_a_normal_user_in_the_default_permission_mode(
     uid = pwd.getpwnam(USER).pw_uid
     assert (run.run_dir / "journal.jsonl").stat().st_uid == uid
     assert run.attempt_file("agent.stdout.log").stat().st_uid == uid
+    return run
+
+
+def test_claude_code_solves_as_a_normal_user_in_the_default_permission_mode(
+    user_ksi: tuple[Path, list[str]],
+) -> None:
+    base, ksi = user_ksi
+    run = _solve_with_claude_code(_user_dir(base, "solve"), ksi)
+    assert run.record["environment"] == "local"
+
+
+@pytest.mark.docker
+@needs_docker
+def test_claude_code_solves_in_docker_as_a_normal_user(user_ksi: tuple[Path, list[str]]) -> None:
+    """The container runs as the user's uid (the docker environment's default, user=host):
+    Claude Code is not root in it, and HOME (in the workspace) is the user's."""
+    base, ksi = user_ksi
+    runuser = str(shutil.which("runuser"))
+    probe = subprocess.run(
+        [runuser, "-u", USER, "--", "docker", "version"], capture_output=True, text=True
+    )
+    _require(
+        None
+        if probe.returncode == 0
+        else f"{USER} cannot use docker (add it to the docker group, as "
+        f".ci/setup-agent-test-host.sh does): {probe.stderr.strip()[-300:]}"
+    )
+    _require(agent_cli_image_unavailable())
+    work = _user_dir(base, "docker")
+    try:
+        run = _solve_with_claude_code(
+            work,
+            ksi,
+            environment="docker",
+            args=["--image", AGENT_CLI_IMAGE, "--network", "host"],
+            netns=False,  # the container joins the daemon's network namespace
+        )
+    finally:
+        remove_run_containers(work / "run")
+    assert run.record["environment"] == "docker"
 
 
 def test_doctor_as_a_normal_user_reports_the_agent_ok_with_its_version(
