@@ -134,3 +134,24 @@ def test_claude_code_solves_in_docker_with_usage_cost_and_turns_as_served(
     assert usage["cost_usd"] == result["total_cost_usd"] > 0
     assert rec["final_message"] == "Created hello.txt with hello."
     assert {r.headers.get("x-api-key") for r in run.requests} == {"sk-ant-mock-key"}
+
+
+def test_a_loopback_base_url_on_the_bridge_network_is_warned_about_and_fails(
+    tmp_path: Path, agent_image: str
+) -> None:
+    """On the default bridge network 127.0.0.1 is the container's own: KSI says so first."""
+    run = ksi_run_with_mock(
+        tmp_path,
+        agent="claude-code",
+        script=[Answer("never reached", MockUsage(1, 1))],
+        env={"ANTHROPIC_API_KEY": "sk-ant-mock-key"},
+        model="claude-sonnet-4-5",
+        agent_options=["max_retries=0"],
+        environment="docker",
+        args=["--image", agent_image],
+        netns=False,
+    )
+    assert "cannot reach" in run.proc.stderr and "--network host" in run.proc.stderr, run.describe()
+    rec = run.record
+    assert rec["agent_status"] == "crashed" and "ECONNREFUSED" in rec["error"], run.describe()
+    assert run.served == ()

@@ -238,6 +238,23 @@ def container_settings(
     )
 
 
+def is_loopback_url(url: str) -> bool:
+    """Whether ``url``'s host is a loopback name or address (``localhost``, 127.x, ``::1``)."""
+    import ipaddress
+    from urllib.parse import urlsplit
+
+    try:
+        host = urlsplit(url).hostname or ""
+    except ValueError:
+        return False
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 def _bind(host: Path, target: str) -> list[str]:
     return ["--mount", f"type=bind,source={host},target={target}"]
 
@@ -650,6 +667,23 @@ class DockerEnvironment:
             with self._lock:
                 for task_id in task_ids:
                     self._images[task_id] = resolved
+
+    def endpoint_warning(self, agent: str, url: str) -> str | None:
+        """Why ``url`` (the agent's ``base_url``) is out of the containers' reach, or None.
+
+        Only ``network=host`` shares the host's loopback; on ``bridge`` (the
+        default), ``none`` or a named network, 127.0.0.1 is the container's own.
+        Tasks that set ``runtime.network`` decide for themselves, so this looks
+        at the run's option only.
+        """
+        if self.network == "host" or not is_loopback_url(url):
+            return None
+        return (
+            f"agent {agent!r}: base_url {url} is this machine's loopback, which a container "
+            f"on the {self.network!r} network cannot reach (its 127.0.0.1 is its own), so "
+            "every model call would fail; pass --network host (--environment-option "
+            "network=host) or a base_url the container can reach"
+        )
 
     def image_for(self, task: TaskSpec) -> str:
         """The (pulled or built) image a task runs in; prepares it when prepare() did not."""

@@ -52,6 +52,7 @@ from ksi.runner.diskfull import (
     save_unless_disk_full,
     wipe_after_disk_full,
 )
+from ksi.runner.endpoint import endpoint_warning
 from ksi.runner.envscrub import agent_optional_env, missing_required, scrubbed_env
 from ksi.runner.generation_setup import (
     distillation_spend,
@@ -231,6 +232,9 @@ class Driver:
         )
         if exposed:
             warnings.warn(exposed, KsiWarning, stacklevel=2)
+        unreachable = endpoint_warning(self.parts.environment, agent)
+        if unreachable:
+            warnings.warn(unreachable, KsiWarning, stacklevel=2)
 
     def _open_run_dir(self, tasks: list[TaskSpec]) -> tuple[RunState, bool]:
         layout = self.layout

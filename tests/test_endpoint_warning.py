@@ -1,0 +1,55 @@
+"""A loopback ``base_url`` with the docker environment off the host network is warned about.
+
+A container on docker's bridge network has a 127.0.0.1 of its own, so an agent
+told ``base_url=http://127.0.0.1:4000`` there fails every model call
+(``ECONNREFUSED``); ``ksi run`` says so before the first attempt and names the
+fix. The real run is in ``test_real_cli_docker.py``.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from ksi.agents.claude_code import ClaudeCodeAgent
+from ksi.environments.docker import DockerEnvironment, is_loopback_url
+from ksi.environments.local import LocalEnvironment
+from ksi.runner.endpoint import endpoint_warning
+
+
+@pytest.mark.parametrize(
+    ("url", "loopback"),
+    [
+        ("http://127.0.0.1:4000", True),
+        ("http://127.3.2.1:4000/v1", True),
+        ("http://localhost:8080", True),
+        ("http://[::1]:4000", True),
+        ("https://api.anthropic.com", False),
+        ("http://172.17.0.1:4000", False),
+        ("http://10.0.0.5", False),
+        ("http://[not-an-address", False),
+    ],
+)
+def test_loopback_urls_are_told_apart(url: str, loopback: bool) -> None:
+    assert is_loopback_url(url) is loopback
+
+
+def test_bridge_network_warns_with_the_fix() -> None:
+    agent = ClaudeCodeAgent(base_url="http://127.0.0.1:4000")
+    said = endpoint_warning(DockerEnvironment(), agent)
+    assert said is not None
+    assert "'claude-code'" in said and "http://127.0.0.1:4000" in said
+    assert "'bridge'" in said and "--network host" in said
+
+
+@pytest.mark.parametrize(
+    ("environment", "agent"),
+    [
+        (DockerEnvironment(network="host"), ClaudeCodeAgent(base_url="http://127.0.0.1:4000")),
+        (DockerEnvironment(), ClaudeCodeAgent(base_url="https://gateway.example.com")),
+        (DockerEnvironment(), ClaudeCodeAgent()),
+        (LocalEnvironment(), ClaudeCodeAgent(base_url="http://127.0.0.1:4000")),
+    ],
+    ids=["host-network", "remote-url", "no-base-url", "local-environment"],
+)
+def test_no_warning_where_the_endpoint_is_reachable(environment: object, agent: object) -> None:
+    assert endpoint_warning(environment, agent) is None
