@@ -10,18 +10,20 @@
 #                          linked against glibc: the host's loader and the libraries `ldd`
 #                          lists come along, as do bash (Claude Code's Bash tool wants bash
 #                          or zsh, busybox has neither) and the libraries bash needs
+#   /usr/local/bin/gemini  Gemini CLI, a node program: its npm package (a bundle, ~100 MB)
+#                          and the host's node binary with the libraries `ldd` lists
 #
 # The tag is a hash of every file copied and of this recipe, so a repeated CI step finds the
 # image and does nothing; ksi-test/agent-clis:latest points at the current one.
 #
-# Usage: .ci/build-agent-cli-image.sh   (after .ci/install-agent-clis.sh claude-code codex)
+# Usage: .ci/build-agent-cli-image.sh   (after .ci/install-agent-clis.sh; needs node on PATH)
 set -euo pipefail
 
 DOCKER="${KSI_DOCKER_BINARY:-docker}"
 BUSYBOX="${KSI_TEST_BUSYBOX:-/bin/busybox}"
 DIR="${KSI_AGENT_CLIS_DIR:-/opt/ksi-agent-clis}"
 NAME=ksi-test/agent-clis
-RECIPE_VERSION=1
+RECIPE_VERSION=2
 
 log() { echo "[build-agent-cli-image] $*"; }
 source "$(dirname "$0")/busybox-root.sh"
@@ -32,16 +34,23 @@ codex_vendor="$modules/@openai/codex/node_modules/@openai/codex-linux-x64/vendor
 codex="$codex_vendor/bin/codex"
 rg="$codex_vendor/codex-path/rg"
 claude="$modules/@anthropic-ai/claude-code/bin/claude.exe"
+gemini_pkg="$modules/@google/gemini-cli"
 bash_bin=$(command -v bash)
-for f in "$codex" "$rg" "$claude"; do
-    [ -x "$f" ] || { echo "error: $f is missing; run .ci/install-agent-clis.sh codex claude-code" >&2; exit 1; }
+node_bin=$(command -v node || true)
+for f in "$codex" "$rg" "$claude" "$gemini_pkg/bundle/gemini.js" "$node_bin"; do
+    [ -n "$f" ] && [ -e "$f" ] || {
+        echo "error: ${f:-node} is missing; run .ci/install-agent-clis.sh codex claude-code gemini-cli" >&2
+        exit 1
+    }
 done
 
 # Every shared library the glibc programs load, and their loader, as the host has them.
-mapfile -t libs < <(ldd "$claude" "$bash_bin" | grep -o '/[^ ]*\.so[^ ]*' | sort -u)
+mapfile -t libs < <(ldd "$claude" "$bash_bin" "$node_bin" | grep -o '/[^ ]*\.so[^ ]*' | sort -u)
 
 started=$(date +%s)
-hash=$( { sha256sum "$BUSYBOX" "$codex" "$rg" "$claude" "$bash_bin" "${libs[@]}" | cut -d' ' -f1
+hash=$( { sha256sum "$BUSYBOX" "$codex" "$rg" "$claude" "$bash_bin" "$node_bin" "${libs[@]}" \
+              | cut -d' ' -f1
+          (cd "$gemini_pkg" && find . -type f -print0 | sort -z | xargs -0 sha256sum)
           echo "recipe $RECIPE_VERSION"; } | sha256sum | cut -c1-12)
 tag="$NAME:$hash"
 
@@ -55,6 +64,12 @@ else
     cp "$codex" "$rg" "$root/usr/local/bin/"
     cp "$claude" "$root/usr/local/bin/claude"
     rm -f "$root/bin/bash" && cp "$bash_bin" "$root/bin/bash"
+    # Node programs start with `#!/usr/bin/env node`; busybox has env in /bin only.
+    mkdir -p "$root/usr/bin" "$root/usr/local/lib/node_modules/@google"
+    ln -s /bin/busybox "$root/usr/bin/env"
+    cp "$node_bin" "$root/usr/local/bin/node"
+    cp -r "$gemini_pkg" "$root/usr/local/lib/node_modules/@google/"
+    ln -s ../lib/node_modules/@google/gemini-cli/bundle/gemini.js "$root/usr/local/bin/gemini"
     for lib in "${libs[@]}"; do
         mkdir -p "$root$(dirname "$lib")"
         cp -L "$lib" "$root$lib"

@@ -1,30 +1,33 @@
 """Real agent CLIs in the ``docker`` environment, through ``ksi run``, against the mock model.
 
 The image is ``ksi-test/agent-clis`` (``.ci/build-agent-cli-image.sh``): the
-busybox test root plus Codex's static binary and Claude Code's native binary
-with the glibc it links, copied from the CLIs ``.ci/install-agent-clis.sh``
-installed; built here when missing. Each run gets only the provider's key and
-``--agent-option base_url=http://127.0.0.1:PORT`` (the mock), with the
-container on the host's network (``--network host``) so that loopback URL
-reaches the mock. Tokens, cost and turns must equal what the mock served.
+busybox test root plus Codex's static binary, Claude Code's native binary
+with the glibc it links, and node with the Gemini CLI package, copied from
+the CLIs ``.ci/install-agent-clis.sh`` installed; built here when missing.
+Each run gets only the provider's key and ``--agent-option
+base_url=http://127.0.0.1:PORT`` (the mock), with the container on the host's
+network (``--network host``) so that loopback URL reaches the mock. Tokens,
+cost and turns must equal what the mock served.
 """
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 import pytest
+import test_real_cli_claude_code as claude
+import test_real_cli_codex as codex
+import test_real_cli_gemini_cli as gemini
 from docker_support import (
     AGENT_CLI_IMAGE,
     agent_cli_image_unavailable,
     needs_docker,
     remove_run_containers,
 )
-from mockmodel import Answer, MockUsage, Step, ToolCall
-from real_agents import WRITE_HELLO, MockRun, ksi_run_with_mock
+from mockmodel import Answer, MockUsage, Step
+from real_agents import MockRun, ksi_run_with_mock
 
 pytestmark = [pytest.mark.real_cli, pytest.mark.docker, needs_docker]
 
@@ -80,16 +83,12 @@ def _assert_solved(run: MockRun) -> dict[str, object]:
 def test_codex_solves_in_docker_with_usage_and_turns_as_served(
     tmp_path: Path, agent_image: str
 ) -> None:
-    script = (
-        ToolCall("exec_command", {"cmd": WRITE_HELLO}, MockUsage(120, 15, 800, 40)),
-        Answer("Created hello.txt containing hello.", MockUsage(60, 25, 900, 0)),
-    )
     run = _docker_run(
         tmp_path,
         agent_image,
         agent="codex",
-        script=script,
-        env={"CODEX_API_KEY": "sk-mock-codex"},
+        script=codex.SOLVE,
+        env=codex.KEY,
         model="mock-model",
         # Codex's own sandbox needs bubblewrap, which a container without capabilities
         # cannot run (its command exits 101: "bubblewrap is unavailable"); the container
@@ -114,14 +113,13 @@ def test_claude_code_solves_in_docker_with_usage_cost_and_turns_as_served(
     tmp_path: Path, agent_image: str
 ) -> None:
     first, second = MockUsage(1200, 45, 3000, 400), MockUsage(1500, 30, 4200, 0)
-    bash = {"command": WRITE_HELLO, "description": "Create hello.txt"}
     run = _docker_run(
         tmp_path,
         agent_image,
-        agent="claude-code",
-        script=[ToolCall("Bash", bash, first), Answer("Created hello.txt with hello.", second)],
-        env={"ANTHROPIC_API_KEY": "sk-ant-mock-key"},
-        model="claude-sonnet-4-5",
+        agent=claude.AGENT,
+        script=[claude.write_hello(first), Answer("Created hello.txt with hello.", second)],
+        env=claude.KEY,
+        model=claude.MODEL,
     )
     rec = _assert_solved(run)
     usage = rec["usage"]
@@ -129,11 +127,36 @@ def test_claude_code_solves_in_docker_with_usage_cost_and_turns_as_served(
     assert (usage["input_tokens"], usage["output_tokens"]) == (2700, 75)
     assert (usage["cache_read_tokens"], usage["cache_write_tokens"]) == (7200, 400)
     assert usage["turns"] == len(run.served) == 2
-    stdout = run.attempt_file("agent.stdout.log").read_text().splitlines()
-    [result] = [json.loads(x) for x in stdout if '"type":"result"' in x]
-    assert usage["cost_usd"] == result["total_cost_usd"] > 0
+    assert usage["cost_usd"] == claude.result_event(run)["total_cost_usd"]
+    assert usage["cost_usd"] > 0
     assert rec["final_message"] == "Created hello.txt with hello."
     assert {r.headers.get("x-api-key") for r in run.requests} == {"sk-ant-mock-key"}
+
+
+def test_gemini_cli_solves_in_docker_with_usage_and_turns_as_served(
+    tmp_path: Path, agent_image: str
+) -> None:
+    """A node program: the image holds the host's node and the CLI's npm package."""
+    run = _docker_run(
+        tmp_path,
+        agent_image,
+        agent=gemini.AGENT,
+        script=[
+            gemini.write_hello(MockUsage(1100, 40, 2000)),
+            Answer("hello.txt is in place.", MockUsage(1300, 20, 0)),
+        ],
+        env=gemini.KEY,
+        model=gemini.MODEL,
+    )
+    rec = _assert_solved(run)
+    usage = rec["usage"]
+    assert isinstance(usage, dict)
+    assert (usage["input_tokens"], usage["output_tokens"]) == (2400, 60)
+    assert (usage["cache_read_tokens"], usage["cache_write_tokens"]) == (2000, 0)
+    assert usage["turns"] == len(run.served) == 2
+    assert usage["cost_usd"] is None  # Gemini CLI reports no cost
+    assert rec["final_message"] == "hello.txt is in place."
+    assert {r.headers.get("x-goog-api-key") for r in run.served_requests()} == {"gm-mock-key"}
 
 
 def test_a_loopback_base_url_on_the_bridge_network_is_warned_about_and_fails(
@@ -144,8 +167,8 @@ def test_a_loopback_base_url_on_the_bridge_network_is_warned_about_and_fails(
         tmp_path,
         agent="claude-code",
         script=[Answer("never reached", MockUsage(1, 1))],
-        env={"ANTHROPIC_API_KEY": "sk-ant-mock-key"},
-        model="claude-sonnet-4-5",
+        env=claude.KEY,
+        model=claude.MODEL,
         agent_options=["max_retries=0"],
         environment="docker",
         args=["--image", agent_image],

@@ -30,14 +30,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import test_real_cli_claude_code as claude
 from docker_support import (
     AGENT_CLI_IMAGE,
     agent_cli_image_unavailable,
     needs_docker,
     remove_run_containers,
 )
-from mockmodel import Answer, MockUsage, ToolCall
-from real_agents import ROOT, WRITE_HELLO, MockRun, cli_bin_dir, ksi_run_with_mock
+from mockmodel import Answer, MockUsage
+from real_agents import ROOT, MockRun, cli_bin_dir, ksi_run_with_mock
 
 from ksi.agents import tested_versions
 
@@ -149,13 +150,12 @@ def _user_dir(base: Path, name: str) -> Path:
 def _solve_with_claude_code(work: Path, ksi: list[str], **kwargs: Any) -> MockRun:
     """The one-file task, solved by Claude Code in two calls, with KSI started by ``ksi``."""
     first, second = MockUsage(1200, 45, 3000, 400), MockUsage(1500, 30, 4200, 0)
-    bash = {"command": WRITE_HELLO, "description": "Create hello.txt"}
     run = ksi_run_with_mock(
         work,
-        agent="claude-code",
-        script=[ToolCall("Bash", bash, first), Answer("Created hello.txt with hello.", second)],
-        env={"ANTHROPIC_API_KEY": "sk-ant-mock-key"},
-        model="claude-sonnet-4-5",
+        agent=claude.AGENT,
+        script=[claude.write_hello(first), Answer("Created hello.txt with hello.", second)],
+        env=claude.KEY,
+        model=claude.MODEL,
         ksi=ksi,
         **kwargs,
     )
