@@ -112,9 +112,10 @@ def test_the_cli_connects_only_to_the_model_endpoint(
         "mini-swe-agent": ["cost_tracking=ignore_errors"],
         "aider": [aider._metadata(tmp_path)],
     }.get(agent, [])
-    env = {**env, "PATH": traced_path(tmp_path, agent, log)}
-    if agent == "opencode":
-        env["HOME"] = str(opencode_home(tmp_path))
+    # A fresh HOME, as on a machine where the CLI never ran (no caches to hide a download).
+    home = opencode_home(tmp_path) if agent == "opencode" else tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    env = {**env, "PATH": traced_path(tmp_path, agent, log), "HOME": str(home)}
     run = ksi_run_with_mock(
         tmp_path,
         agent=agent,
