@@ -32,6 +32,7 @@ __all__ = [
     "AgentOutcome",
     "AttemptContext",
     "Distiller",
+    "Endpoint",
     "Environment",
     "EnvironmentHandle",
     "Evaluator",
@@ -66,6 +67,45 @@ class TaskSource(Protocol):
         ...
 
 
+#: Ports ``Endpoint.from_url`` assumes for a URL that names none.
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def _check_port(_inst: object, _attr: object, value: int) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 < value < 65536:
+        raise ValueError(f"endpoint port {value!r} is not a TCP port (1-65535)")
+
+
+def _host(value: object) -> str:
+    """A host as compared: lower case, an IPv6 address without its brackets."""
+    return str(value).strip("[]").lower()
+
+
+@attrs.frozen
+class Endpoint:
+    """A TCP endpoint a process needs to reach: its model provider's API, a gateway.
+
+    An environment that isolates the network (``sandbox``) lets the process
+    reach these and nothing else.
+    """
+
+    host: str = attrs.field(converter=_host)
+    port: int = attrs.field(validator=_check_port)
+
+    @classmethod
+    def from_url(cls, url: str) -> Endpoint:
+        """The endpoint of an ``http(s)://host[:port]/...`` URL (port 80/443 when unnamed)."""
+        from urllib.parse import urlsplit
+
+        parts = urlsplit(url)
+        if parts.scheme not in _DEFAULT_PORTS or not parts.hostname:
+            raise ValueError(f"{url!r} is not an http(s) URL with a host")
+        return cls(parts.hostname, parts.port or _DEFAULT_PORTS[parts.scheme])
+
+    def __str__(self) -> str:
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+
+
 @attrs.frozen
 class Invocation:
     """A process to start in an environment.
@@ -73,12 +113,16 @@ class Invocation:
     ``argv`` is executed directly (wrap a shell string as
     ``("/bin/sh", "-c", cmd)``). ``env`` is added to the scrubbed base
     environment; ``cwd`` is relative to the workspace as the process sees it.
+    ``endpoints`` are the network endpoints the process needs (an agent's
+    model API); an environment that isolates the network lets it reach those
+    only, and a process that declares none (a grading command) gets no network.
     """
 
     argv: tuple[str, ...]
     env: Mapping[str, str] = attrs.field(factory=dict)
     stdin: str | None = None
     cwd: str = "."
+    endpoints: tuple[Endpoint, ...] = ()
 
 
 class EnvironmentHandle(Protocol):
@@ -145,16 +189,20 @@ class AttemptContext:
 class Environment(Protocol):
     """Where agent processes run.
 
-    Optional: ``isolates_agent: ClassVar[bool]`` (taken as True when absent)
-    says whether the agent is kept off the host; when it is, ``ksi run``
-    isolates host grading too (``--eval-isolation auto``). An environment
-    that does not isolate may define ``credential_warning(agent, names) -> str``,
-    printed when an agent with credentials runs there (``local`` does).
+    An environment that does not isolate may define
+    ``credential_warning(agent, names) -> str``, printed when an agent with
+    credentials runs there (``local`` does).
     """
 
     name: ClassVar[str]
     aliases: ClassVar[tuple[str, ...]]
     description: ClassVar[str]
+    #: Whether the agent is kept off the host (a container, a sandbox). When it
+    #: is, ``ksi run`` isolates host grading too (``--eval-isolation auto``) and
+    #: agents learn it from :attr:`AgentContext.isolated` (Codex then runs
+    #: without a sandbox of its own). An environment class without it is taken
+    #: as isolating (the safe side for grading).
+    isolates_agent: ClassVar[bool]
 
     def prepare(self, tasks: Sequence[TaskSpec]) -> None:
         """Once per run before any attempt: build or check images, probe tools."""
@@ -185,6 +233,10 @@ class AgentContext:
     #: The workspace on the host, for agents that set files up before running.
     host_workspace: Path
     model: str | None = None
+    #: Whether the environment already keeps the agent off the host (its
+    #: ``isolates_agent``): an agent may then skip a sandbox of its own, which
+    #: could not nest inside the environment's (Codex's ``sandbox=auto``).
+    isolated: bool = False
 
 
 @attrs.frozen

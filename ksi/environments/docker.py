@@ -603,6 +603,8 @@ class DockerEnvironment:
         "Each attempt in its own container (no capabilities, no-new-privileges, pids limit), "
         "workspace mounted at /workspace, run as your uid; docker or podman CLI."
     )
+    #: The agent runs in a container, off the host.
+    isolates_agent: ClassVar[bool] = True
 
     #: ``ksi run`` flags that set one of these options: flag -> (option, help).
     cli_options: ClassVar[dict[str, tuple[str, str]]] = {

@@ -26,9 +26,10 @@ when an agent with credentials runs here (:meth:`LocalEnvironment.credential_war
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import ClassVar
 
@@ -69,8 +70,23 @@ class LocalHandle:
         log_cap_bytes: int,
     ) -> ExecResult:
         """Run ``invocation`` to completion or timeout; kill every process it started."""
+        with self._prepared(invocation) as (argv, cwd, env):
+            return self._run(
+                argv, cwd, env, invocation.stdin, timeout, stdout_path, stderr_path, log_cap_bytes
+            )
+
+    def _run(
+        self,
+        argv: list[str],
+        cwd: Path,
+        env: dict[str, str],
+        stdin: str | None,
+        timeout: float | None,
+        stdout_path: Path,
+        stderr_path: Path,
+        log_cap_bytes: int,
+    ) -> ExecResult:
         tag = new_tag()
-        argv, cwd, env = self._process(invocation)
         with self._lock:
             if self._cancel.is_set():
                 return ExecResult(
@@ -86,7 +102,7 @@ class LocalHandle:
                 argv,
                 cwd=cwd,
                 env=env,
-                stdin=invocation.stdin,
+                stdin=stdin,
                 timeout=timeout,
                 stdout_path=stdout_path,
                 stderr_path=stderr_path,
@@ -104,6 +120,15 @@ class LocalHandle:
                 proc, spawn_error="killed: the environment was stopped while the process ran"
             )
         return proc
+
+    @contextlib.contextmanager
+    def _prepared(self, invocation: Invocation) -> Iterator[tuple[list[str], Path, dict[str, str]]]:
+        """``(argv, cwd, env)`` of the host process, with whatever it needs while it runs.
+
+        The ``sandbox`` environment starts its network relay here, for the
+        length of the exec.
+        """
+        yield self._process(invocation)
 
     def _process(self, invocation: Invocation) -> tuple[list[str], Path, dict[str, str]]:
         """``(argv, cwd, env)`` of the host process that runs ``invocation``.

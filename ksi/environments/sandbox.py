@@ -17,7 +17,16 @@ read-only, so the agent uses the tools installed on the host. What it gets:
 * the run directory is hidden (and a ``runs/`` root holding only runs): other
   attempts' live workspaces, the logs and the seeds are out of sight, the
   attempt's own workspace is bound back;
-* no network (its own empty network namespace) unless ``network=host``;
+* the network endpoints the agent declares (its model API, from its
+  ``base_url`` option or its provider's default host) and nothing else
+  (``network=endpoints``, the default; :mod:`ksi.environments.sandbox_net`): its own
+  network namespace holds only loopback, where a relay started with the
+  agent forwards to KSI, which connects only to those endpoints; a grading
+  command declares none and gets no network; ``network=none``: nothing even
+  for the agent; ``network=host``: the host's network;
+* the agent's program and its interpreter, read-only, even when installed
+  under a hidden home (a venv on pyenv's Python, node under ``~/.nvm``):
+  :mod:`ksi.environments.sandbox_expose`;
 * its own PID, IPC and UTS namespaces, no capabilities, a new session (no
   terminal injection), and killed when its parent dies.
 
@@ -28,18 +37,22 @@ attempt and there is nothing for ``cleanup`` to find.
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
 import attrs
 
 from ksi.environments.local import LocalHandle
+from ksi.environments.sandbox_expose import program_mounts
+from ksi.environments.sandbox_net import HostRelay
 from ksi.errors import EnvironmentFailure
 from ksi.hookspecs import hookimpl
 from ksi.interfaces import AttemptContext, Invocation
@@ -79,9 +92,38 @@ HIDDEN_VARS = frozenset(
 )
 
 
+#: ``network`` option values: the declared endpoints only, nothing, the host's network.
+NETWORK_CHOICES = ("endpoints", "none", "host")
+
+
 def _check_network(_inst: Any, _attr: Any, value: str) -> None:
-    if value not in ("none", "host"):
-        raise ValueError(f"network {value!r} is not valid; use none (default) or host")
+    if value not in NETWORK_CHOICES:
+        raise ValueError(
+            f"network {value!r} is not valid; use endpoints (default: the "
+            "agent reaches only the endpoints it declares), none (no network at all) or host "
+            "(the host's network)"
+        )
+
+
+def hidden_roots(hide_home: bool) -> list[Path]:
+    """The home directories the sandbox hides (resolved, existing): ``HIDDEN_DIRS`` and $HOME."""
+    if not hide_home:
+        return []
+    hidden = list(HIDDEN_DIRS)
+    home = os.environ.get("HOME", "")
+    if home and Path(home).is_absolute() and Path(home).resolve() != Path("/"):
+        hidden.append(home)
+    return sorted({Path(p).resolve() for p in hidden if Path(p).is_dir()})
+
+
+def relay_interpreter() -> str:
+    """KSI's own base interpreter (a venv's ``python`` resolved): it runs the in-sandbox relay."""
+    if not sys.executable:
+        raise EnvironmentFailure(
+            "sandbox environment: KSI's Python interpreter is unknown (sys.executable is "
+            "empty), so the network relay cannot run; use network=host or network=none"
+        )
+    return os.path.realpath(sys.executable)
 
 
 def sandbox_env(
@@ -152,26 +194,24 @@ def bwrap_args(
     expose: Sequence[str],
     cwd: Path,
     hide: Sequence[str] = (),
+    mounts: Sequence[str] = (),
 ) -> list[str]:
     """The bubblewrap command line (without the program to run), in mount order.
 
     The one place a sandbox's command line is built. ``hide`` names more host
     paths to hide (a directory behind an empty tmpfs, a file behind /dev/null),
     e.g. :func:`run_dirs_to_hide`; the secrets in :data:`SECRET_FILES` and
-    :data:`SECRET_DIRS` are always hidden. ``workspace`` is bound writable
-    last, so it is there even under a hidden directory.
+    :data:`SECRET_DIRS` are always hidden. ``mounts`` are more bubblewrap
+    mount arguments placed after the hiding ones (the program's installation,
+    the network relay's directory). ``workspace`` is bound writable last, so
+    it is there even under a hidden directory. ``network`` is ``host`` for the
+    host's network; anything else is the sandbox's own, loopback only.
     """
     args = [binary, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
     args += ["--tmpfs", "/tmp", "--tmpfs", "/var/tmp"]
-    hidden: list[str] = []
-    if hide_home:
-        hidden += HIDDEN_DIRS
-        home = os.environ.get("HOME", "")
-        if home and Path(home).is_absolute() and Path(home).resolve() != Path("/"):
-            hidden.append(str(Path(home).resolve()))
     # Resolved (/var/run is a link to /run), each once, parents before children.
-    for path in sorted({str(Path(p).resolve()) for p in hidden if Path(p).is_dir()}):
-        args += ["--tmpfs", path]
+    for root in hidden_roots(hide_home):
+        args += ["--tmpfs", str(root)]
     secret_dirs, secret_files = _secret_paths(hide)
     for path in _outermost(secret_dirs):
         args += ["--tmpfs", path]
@@ -181,6 +221,7 @@ def bwrap_args(
             args += ["--ro-bind", "/dev/null", path]
     for path in expose:
         args += ["--ro-bind", path, path]
+    args += mounts
     # Bound after the tmpfs mounts, so a workspace under /tmp or a hidden home is still there.
     args += ["--bind", str(workspace), str(workspace)]
     args += ["--unshare-all"]
@@ -200,7 +241,7 @@ class SandboxHandle(LocalHandle):
     """
 
     binary: str = "bwrap"
-    network: str = "none"
+    network: str = "endpoints"
     hide_home: bool = True
     expose: tuple[str, ...] = ()
     #: More host paths to hide (the ``hide`` option).
@@ -208,10 +249,32 @@ class SandboxHandle(LocalHandle):
     #: The attempt's directory: its run directory is hidden, all but the workspace.
     attempt_dir: Path | None = None
 
-    def _process(self, invocation: Invocation) -> tuple[list[str], Path, dict[str, str]]:
+    @contextlib.contextmanager
+    def _prepared(self, invocation: Invocation) -> Iterator[tuple[list[str], Path, dict[str, str]]]:
+        """The bwrap command; with the network relay running when the process declares endpoints."""
+        if self.network != "endpoints" or not invocation.endpoints:
+            yield self._process(invocation)
+            return
+        with HostRelay(invocation.endpoints) as relay:
+            yield self._process(invocation, relay)
+
+    def _process(
+        self, invocation: Invocation, relay: HostRelay | None = None
+    ) -> tuple[list[str], Path, dict[str, str]]:
         cwd = (self.host_workspace / invocation.cwd).resolve()
         # Per exec, not per attempt: a run started since then is hidden too.
         runs = run_dirs_to_hide(self.attempt_dir) if self.attempt_dir is not None else []
+        env = sandbox_env(self.base_env, invocation.env, self.host_workspace)
+        hidden = hidden_roots(self.hide_home)
+        program = list(invocation.argv)
+        shown = program_mounts(program[0], env.get("PATH", os.defpath), hidden, cwd=cwd)
+        mounts = shown.bwrap_args()
+        if relay is not None:
+            interpreter = relay_interpreter()
+            mounts += program_mounts(interpreter, "", hidden).bwrap_args()
+            mounts += relay.bwrap_args()
+            program = relay.wrap(interpreter, program)
+            env.update(relay.env())
         argv = bwrap_args(
             self.binary,
             self.host_workspace,
@@ -220,9 +283,9 @@ class SandboxHandle(LocalHandle):
             expose=self.expose,
             cwd=cwd,
             hide=(*self.hide, *runs),
+            mounts=mounts,
         )
-        argv += ["--", *invocation.argv]
-        env = sandbox_env(self.base_env, invocation.env, self.host_workspace)
+        argv += ["--", *program]
         return argv, self.host_workspace, env
 
     def halt(self) -> None:
@@ -255,11 +318,16 @@ class SandboxEnvironment:
     aliases: ClassVar[tuple[str, ...]] = ("bwrap", "bubblewrap")
     description: ClassVar[str] = (
         "Each agent process in a bubblewrap sandbox: host root read-only, the workspace the "
-        "only writable path, empty HOME, private /tmp, no network unless network=host."
+        "only writable path, empty HOME, private /tmp, network only to the endpoints the "
+        "agent declares (network=none: none; network=host: the host's)."
     )
+    #: The agent runs in a bubblewrap sandbox, off the host.
+    isolates_agent: ClassVar[bool] = True
 
-    #: ``none`` (default: an empty network namespace) or ``host`` (the host's network).
-    network: str = attrs.field(default="none", validator=_check_network)
+    #: ``endpoints`` (default: the agent reaches the endpoints it declares, its model
+    #: API, and nothing else; grading commands get no network), ``none`` (nothing)
+    #: or ``host`` (the host's network).
+    network: str = attrs.field(default="endpoints", validator=_check_network)
     bwrap_binary: str = "bwrap"
     #: Hide /home, /root and $HOME behind empty file systems.
     hide_home: bool = True

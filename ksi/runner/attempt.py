@@ -50,6 +50,7 @@ from ksi.runner.diskfull import (
 from ksi.runner.job import AttemptJob
 from ksi.runner.models import AttemptRecord, RoundResult, Timings
 from ksi.runner.run_state import now
+from ksi.runner.safety import agent_is_isolated
 from ksi.serialization import to_data
 
 #: Agent statuses meaning the agent never really worked on the task.
@@ -264,6 +265,7 @@ class _Attempt:
                 repo_path=workdir if isinstance(workdir, str) else ws_path.rstrip("/") + "/repo",
                 host_workspace=workspace,
                 model=cfg.model,
+                isolated=agent_is_isolated(parts.environment),
             )
             outcome, result = self._run_agent(ctx, handle)
             if parts.feedback is not None:

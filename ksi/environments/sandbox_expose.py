@@ -1,0 +1,158 @@
+"""What the sandbox must show of a program installed under a hidden home.
+
+The sandbox hides ``/root``, ``/home`` and ``$HOME``; a CLI installed there
+(a venv whose ``python`` links to pyenv's ``/root/.pyenv/versions/X``, node
+under ``~/.nvm``, Claude Code's ``~/.local/share/claude``) could not start
+(``bwrap: execvp mini: No such file or directory``). :func:`program_mounts`
+follows the program the way ``exec`` does (``PATH``, each symlink, the
+shebang's interpreter, ``/usr/bin/env NAME``, a venv's base Python) and
+names the narrowest read-only mounts that make it run: an installation
+prefix's ``bin`` and ``lib`` (a venv's, a Python's, node's), a package
+directory, or the file alone; the symlinks on the way are recreated as
+symlinks. It never shows a hidden root itself (``/root``, ``/home``,
+``/home/<user>``, ``$HOME``) or anything above one.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import attrs
+
+#: Parts of an installation prefix the programs in its ``bin`` need.
+_PREFIX_PARTS = ("bin", "lib", "lib64", "pyvenv.cfg")
+#: Symlinks followed before giving up (a loop).
+_MAX_HOPS = 40
+
+
+@attrs.frozen
+class ProgramMounts:
+    """Read-only binds (directories or files) and symlinks ``(target, link)`` to recreate."""
+
+    binds: tuple[str, ...] = ()
+    symlinks: tuple[tuple[str, str], ...] = ()
+
+    def bwrap_args(self) -> list[str]:
+        args: list[str] = []
+        for path in self.binds:
+            args += ["--ro-bind", path, path]
+        for target, link in self.symlinks:
+            args += ["--symlink", target, link]
+        return args
+
+
+def _under(path: Path, roots: Iterable[Path]) -> bool:
+    return any(path == r or r in path.parents for r in roots)
+
+
+def _forbidden(path: Path, hidden: Sequence[Path]) -> bool:
+    """A hidden root itself, or anything above one: never shown."""
+    return any(path == h or path in h.parents for h in hidden)
+
+
+def _installation(real: Path, hidden: Sequence[Path]) -> list[Path]:
+    """The narrowest paths that hold what ``real`` needs to run."""
+    parts = real.parts
+    if "node_modules" in parts:  # a node package: node's prefix, or the package tree
+        modules = Path(*parts[: parts.index("node_modules") + 1])
+        if modules.parent.name == "lib" and not _forbidden(modules.parent.parent, hidden):
+            prefix = modules.parent.parent
+            return [p for p in (prefix / "bin", modules) if p.exists()]
+        return [modules]
+    if real.parent.name == "bin" and not _forbidden(real.parent.parent, hidden):
+        prefix = real.parent.parent
+        return [prefix / part for part in _PREFIX_PARTS if (prefix / part).exists()]
+    if not _forbidden(real.parent, hidden):
+        return [real.parent]
+    return [real]
+
+
+def _interpreter(real: Path, path_var: str) -> Path | None:
+    """The program a script's shebang runs (``/usr/bin/env NAME`` looked up on ``PATH``)."""
+    try:
+        with open(real, "rb") as fh:
+            first = fh.read(256).split(b"\n", 1)[0]
+    except OSError:
+        return None
+    if not first.startswith(b"#!"):
+        return None
+    words = first[2:].decode("utf-8", "replace").split()
+    if not words:
+        return None
+    if Path(words[0]).name == "env":
+        names = [w for w in words[1:] if not w.startswith("-") and "=" not in w]
+        found = shutil.which(names[0], path=path_var) if names else None
+        return Path(found) if found else None
+    return Path(words[0])
+
+
+def _venv_base(real: Path) -> Path | None:
+    """A venv's base interpreter (``home`` in its ``pyvenv.cfg``), for a file in its ``bin``."""
+    cfg = real.parent.parent / "pyvenv.cfg"
+    try:
+        lines = cfg.read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        key, _, value = line.partition("=")
+        if key.strip() == "home" and value.strip():
+            for name in ("python3", "python"):
+                if (Path(value.strip()) / name).exists():
+                    return Path(value.strip()) / name
+    return None
+
+
+def program_mounts(
+    argv0: str, path_var: str, hidden: Sequence[Path], *, cwd: Path | None = None
+) -> ProgramMounts:
+    """The mounts that show ``argv0`` (and what it runs on) although ``hidden`` is hidden.
+
+    ``hidden`` are the resolved hidden roots; only what lies under one is
+    mounted. An unknown program gives nothing (bubblewrap then says it cannot
+    find it, as before).
+    """
+    found = shutil.which(argv0, path=path_var) if "/" not in argv0 else argv0
+    if found is None:
+        return ProgramMounts()
+    start = Path(found) if Path(found).is_absolute() else (cwd or Path.cwd()) / found
+    binds: list[Path] = []
+    links: dict[str, str] = {}
+    todo, seen = [start], set()
+    while todo:
+        path = Path(os.path.abspath(todo.pop()))
+        if path in seen:
+            continue
+        seen.add(path)
+        for _ in range(_MAX_HOPS):  # follow the links one by one: each may need showing
+            path = Path(os.path.realpath(path.parent)) / path.name
+            if not path.is_symlink():
+                break
+            target = os.readlink(path)
+            if _under(path, hidden):
+                links[str(path)] = target
+            path = Path(os.path.abspath(path.parent / target))
+        if not path.exists():
+            continue
+        if _under(path, hidden):
+            binds += _installation(path, hidden)
+        for nxt in (_interpreter(path, path_var), _venv_base(path)):
+            if nxt is not None:
+                todo.append(nxt)
+    kept = _outermost(binds)
+    return ProgramMounts(
+        binds=tuple(str(p) for p in kept),
+        symlinks=tuple(
+            (target, link) for link, target in sorted(links.items()) if not _under(Path(link), kept)
+        ),
+    )
+
+
+def _outermost(paths: Sequence[Path]) -> list[Path]:
+    kept: list[Path] = []
+    for path in sorted(set(paths)):
+        if not _under(path, kept):
+            kept.append(path)
+    return kept

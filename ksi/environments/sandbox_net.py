@@ -1,0 +1,309 @@
+"""The host half of the sandbox's network relay: the agent reaches its declared endpoints only.
+
+A sandboxed process has its own network namespace holding nothing but
+loopback. For an exec whose :class:`~ksi.interfaces.Invocation` declares
+endpoints (an agent's model API), :class:`HostRelay` runs in the KSI process
+for the length of that exec:
+
+* a private directory (``0700``) holds one Unix socket per route and a copy
+  of :mod:`ksi.environments.sandbox_relay`; it is bound read-only into the
+  sandbox at :data:`INSIDE_DIR`;
+* inside, the agent is started by that relay script under KSI's own base
+  interpreter (``-I -S``: stdlib only), which listens on loopback and copies
+  each connection to a Unix socket here;
+* an endpoint on a loopback address (``127.0.0.1:PORT``, ``[::1]:PORT``) is
+  served on the same address and port inside, so ``base_url`` stays as it is;
+* every endpoint (a named host such as ``api.anthropic.com:443``: there is no
+  DNS inside) is also reachable through an HTTP proxy on
+  ``127.0.0.1:`` :data:`PROXY_PORT` (``HTTPS_PROXY``/``HTTP_PROXY``): it
+  accepts ``CONNECT host:port`` and plain ``http://`` requests for the
+  declared endpoints only, and refuses anything else, with the reason
+  written to the agent's log.
+
+Nothing else leaves the sandbox: this side connects to nothing but the
+declared endpoints. :meth:`HostRelay.close` ends the relay's thread, every
+connection and the directory (the sandbox's half ends with the agent).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import shutil
+import tempfile
+import threading
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from ksi.environments import sandbox_relay
+from ksi.errors import EnvironmentFailure
+from ksi.interfaces import Endpoint
+
+#: Where the relay's directory appears inside the sandbox (under its private /tmp).
+INSIDE_DIR = "/tmp/.ksi-net"
+#: The relay script's name in that directory.
+SCRIPT = "relay.py"
+#: The in-sandbox port of the HTTP proxy (the next free one when an endpoint uses it).
+PROXY_PORT = 3128
+_PROXY_SOCKET = "proxy.sock"
+#: Largest request head the proxy reads before refusing.
+_MAX_HEAD = 64 * 1024
+_CHUNK = 65536
+_START_TIMEOUT = 10.0
+
+_Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter, Endpoint | None], Awaitable[None]]
+_Serve = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is a loopback IP address (a name, even ``localhost``, is not)."""
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def refusal(host: str, port: int, declared: Sequence[Endpoint]) -> str:
+    """The line the agent's log gets for a connection the sandbox refused."""
+    allowed = ", ".join(str(e) for e in declared) or "none"
+    target = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    return (
+        f"sandbox: refused connection to {target}; the agent declared {allowed}; "
+        "use --environment-option network=host to allow all"
+    )
+
+
+class HostRelay:
+    """One exec's relay: Unix sockets in a private directory, served by one thread.
+
+    Use as a context manager around the exec (``with HostRelay(endpoints) as relay``);
+    :meth:`wrap` turns the agent's argv into the in-sandbox relay's and
+    :meth:`env` gives the proxy variables.
+    """
+
+    def __init__(self, endpoints: Sequence[Endpoint]) -> None:
+        self.endpoints = tuple(dict.fromkeys(endpoints))
+        self.direct = tuple(e for e in self.endpoints if is_loopback(e.host))
+        used = {e.port for e in self.direct}
+        self.proxy_port = next(p for p in range(PROXY_PORT, 65536) if p not in used)
+        self.dir = Path(tempfile.mkdtemp(prefix="ksi-net-"))
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
+        self._ready = threading.Event()
+        self._error: BaseException | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    # -- what the sandbox gets ------------------------------------------
+    def wrap(self, interpreter: str, argv: Sequence[str]) -> list[str]:
+        """The in-sandbox command: the relay script, which starts ``argv``."""
+        pairs = [f"{_listen(e)}={_socket_name(i)}" for i, e in enumerate(self.direct)]
+        pairs.append(f"127.0.0.1:{self.proxy_port}={_PROXY_SOCKET}")
+        return [interpreter, "-I", "-S", f"{INSIDE_DIR}/{SCRIPT}", INSIDE_DIR, *pairs, "--", *argv]
+
+    def env(self) -> dict[str, str]:
+        """The proxy variables (both spellings); loopback endpoints are reached directly."""
+        proxy = f"http://127.0.0.1:{self.proxy_port}"
+        bypass = ",".join(["127.0.0.1", "::1", *(e.host for e in self.direct)])
+        env: dict[str, str] = {}
+        for name, value in (("HTTPS_PROXY", proxy), ("HTTP_PROXY", proxy), ("NO_PROXY", bypass)):
+            env[name] = env[name.lower()] = value
+        env["ALL_PROXY"] = env["all_proxy"] = proxy
+        return env
+
+    def bwrap_args(self) -> list[str]:
+        return ["--ro-bind", str(self.dir), INSIDE_DIR]
+
+    # -- lifecycle -------------------------------------------------------
+    def __enter__(self) -> HostRelay:
+        try:
+            shutil.copyfile(sandbox_relay.__file__, self.dir / SCRIPT)
+            self._thread = threading.Thread(target=self._run, name="ksi-sandbox-relay", daemon=True)
+            self._thread.start()
+            if not self._ready.wait(_START_TIMEOUT) or self._error is not None:
+                raise EnvironmentFailure(
+                    f"sandbox environment: the network relay did not start: {self._error}"
+                )
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """End every connection and the thread; remove the directory. Idempotent."""
+        loop, stop = self._loop, self._stop
+        if loop is not None and stop is not None and not loop.is_closed():
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+                loop.call_soon_threadsafe(stop.set)
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def _run(self) -> None:
+        try:
+            asyncio.run(self._main())
+        except BaseException as exc:  # reported to __enter__, which raises it
+            self._error = exc
+            self._ready.set()
+
+    async def _main(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._stop = asyncio.Event()
+        servers = []
+        for i, endpoint in enumerate(self.direct):
+            servers.append(
+                await asyncio.start_unix_server(
+                    self._tracked(self._direct, endpoint), path=str(self.dir / _socket_name(i))
+                )
+            )
+        servers.append(
+            await asyncio.start_unix_server(
+                self._tracked(self._proxy, None), path=str(self.dir / _PROXY_SOCKET)
+            )
+        )
+        self._ready.set()
+        await self._stop.wait()
+        for server in servers:
+            server.close()
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        for server in servers:
+            await server.wait_closed()
+
+    def _tracked(self, handler: _Handler, endpoint: Endpoint | None) -> _Serve:
+        """``handler`` as a connection callback whose task :meth:`close` can cancel."""
+
+        async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            task = asyncio.current_task()
+            assert task is not None
+            self._tasks.add(task)
+            try:
+                await handler(reader, writer, endpoint)
+            except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
+                pass
+            finally:
+                writer.close()
+                self._tasks.discard(task)
+
+        return serve
+
+    # -- the routes ------------------------------------------------------
+    async def _direct(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, endpoint: Endpoint | None
+    ) -> None:
+        assert endpoint is not None
+        upstream = await self._connect(writer, endpoint.host, endpoint.port)
+        if upstream is None:
+            return
+        writer.write(b"OK\n")
+        await _splice(reader, writer, *upstream)
+
+    async def _proxy(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, _unused: Endpoint | None
+    ) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        if len(head) > _MAX_HEAD:
+            return
+        line, _, rest = head.partition(b"\r\n")
+        method, target, version = [*line.decode("latin-1").split(" "), "", ""][:3]
+        connect = method.upper() == "CONNECT"
+        host, port, path = _target(target, connect)
+        if host is None or port is None or Endpoint(host, port) not in self.endpoints:
+            why = refusal(host or target, port or 0, self.endpoints)
+            writer.write(b"NO " + why.encode() + b"\n")
+            body = (why + "\n").encode()
+            writer.write(
+                b"HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain\r\nConnection: close\r\n"
+                + f"Content-Length: {len(body)}\r\n\r\n".encode()
+                + body
+            )
+            await writer.drain()
+            return
+        upstream = await self._connect(writer, host, port)
+        if upstream is None:
+            return
+        up_reader, up_writer = upstream
+        writer.write(b"OK\n")
+        if connect:
+            writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
+        else:
+            # A plain http:// request through the proxy: send it in origin form, and close
+            # after the response (a kept-alive connection could name another host next).
+            headers = [
+                h
+                for h in rest.split(b"\r\n")
+                if h and not h.lower().startswith((b"connection:", b"proxy-"))
+            ]
+            first = f"{method} {path} {version}".encode("latin-1")
+            up_writer.write(b"\r\n".join([first, *headers, b"Connection: close", b"", b""]))
+        await _splice(reader, writer, up_reader, up_writer)
+
+    async def _connect(
+        self, writer: asyncio.StreamWriter, host: str, port: int
+    ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | None:
+        try:
+            return await asyncio.open_connection(host, port)
+        except OSError as exc:
+            target = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+            why = f"sandbox: cannot connect to {target} (declared by the agent): {exc}"
+            writer.write(b"NO " + why.encode() + b"\n")
+            writer.write(
+                b"HTTP/1.1 502 Bad Gateway\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"
+            )
+            await writer.drain()
+            return None
+
+
+def _socket_name(index: int) -> str:
+    return f"ep{index}.sock"
+
+
+def _listen(endpoint: Endpoint) -> str:
+    host = f"[{endpoint.host}]" if ":" in endpoint.host else endpoint.host
+    return f"{host}:{endpoint.port}"
+
+
+def _target(target: str, connect: bool) -> tuple[str | None, int | None, str]:
+    """``(host, port, origin-form path)`` of a proxy request's target; ``None`` when unreadable."""
+    try:
+        if connect:
+            parts = urlsplit("//" + target)
+            return parts.hostname, parts.port, ""
+        parts = urlsplit(target)
+        if parts.scheme != "http" or not parts.hostname:
+            return None, None, ""
+        path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        return parts.hostname, parts.port or 80, path
+    except ValueError:
+        return None, None, ""
+
+
+async def _copy(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    try:
+        while data := await reader.read(_CHUNK):
+            writer.write(data)
+            await writer.drain()
+        if writer.can_write_eof():
+            writer.write_eof()
+    except OSError:
+        pass
+
+
+async def _splice(
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
+    up_reader: asyncio.StreamReader,
+    up_writer: asyncio.StreamWriter,
+) -> None:
+    """Copy both ways until both sides are done; close the upstream connection."""
+    try:
+        await asyncio.gather(_copy(reader, up_writer), _copy(up_reader, writer))
+    finally:
+        up_writer.close()
