@@ -184,10 +184,6 @@ def ksi_run_with_mock(
         options.append("base_url={mock_url}")
     command = [*(ksi or (sys.executable, "-m", "ksi")), "run", str(tasks_file), "--agent", agent]
     command += ["--run-dir", str(run_dir), "--environment", environment]
-    if environment == "sandbox":
-        # The sandbox's own namespace has no network at all; "host" is the launcher's
-        # namespace here (loopback only), where the mock listens.
-        command += ["--environment-option", "network=host"]
     for o in options:
         command += ["--agent-option", o]
     if model:

@@ -16,8 +16,7 @@ from pathlib import Path
 
 import pytest
 from mockmodel import UNAUTHORIZED, Answer, Hang, MockUsage
-from real_agents import cli_bin_dir, ksi_run_with_mock
-from real_python_cli import sandbox_expose_args
+from real_agents import ksi_run_with_mock
 
 pytestmark = pytest.mark.real_cli
 
@@ -69,7 +68,6 @@ def test_solves_with_usage_cost_and_turns_as_served(tmp_path: Path) -> None:
 
 
 def test_solves_in_the_sandbox(tmp_path: Path) -> None:
-    expose = sandbox_expose_args(cli_bin_dir("aider"), "aider")
     run = ksi_run_with_mock(
         tmp_path,
         agent="aider",
@@ -77,7 +75,6 @@ def test_solves_in_the_sandbox(tmp_path: Path) -> None:
         env=KEY,
         model=MODEL,
         environment="sandbox",
-        args=["--network", "host", *expose],
     )
     rec = run.record
     assert rec["status"] == "scored" and rec["score"] == 1.0, run.describe()

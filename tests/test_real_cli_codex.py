@@ -24,7 +24,6 @@ SOLVE = (
 
 @pytest.mark.parametrize("environment", ["local", "sandbox"])
 def test_solves_with_usage_and_turns_as_served(tmp_path: Path, environment: str) -> None:
-    args = ["--network", "host"] if environment == "sandbox" else []
     run = ksi_run_with_mock(
         tmp_path,
         agent="codex",
@@ -32,9 +31,6 @@ def test_solves_with_usage_and_turns_as_served(tmp_path: Path, environment: str)
         env=KEY,
         model="mock-model",
         environment=environment,
-        args=args,
-        # codex's own (bubblewrap) sandbox cannot nest inside KSI's.
-        agent_options=["sandbox=danger-full-access"] if environment == "sandbox" else [],
     )
     rec = run.record
     assert rec["status"] == "scored" and rec["score"] == 1.0, run.describe()

@@ -14,8 +14,7 @@ from pathlib import Path
 
 import pytest
 from mockmodel import RATE_LIMITED, UNAUTHORIZED, Hang, MockUsage, ToolCall
-from real_agents import WRITE_HELLO, cli_bin_dir, ksi_run_with_mock
-from real_python_cli import sandbox_expose_args
+from real_agents import WRITE_HELLO, ksi_run_with_mock
 
 pytestmark = pytest.mark.real_cli
 
@@ -79,7 +78,6 @@ def test_solves_in_the_sandbox(tmp_path: Path) -> None:
         env=KEY,
         model=MODEL,
         environment="sandbox",
-        args=["--network", "host", *sandbox_expose_args(cli_bin_dir("mini-swe-agent"), "mini")],
         agent_options=[IGNORE_COST],
     )
     rec = run.record

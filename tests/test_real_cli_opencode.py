@@ -32,7 +32,6 @@ SOLVE = (
 
 @pytest.mark.parametrize("environment", ["local", "sandbox"])
 def test_solves_with_usage_cost_and_turns_as_served(tmp_path: Path, environment: str) -> None:
-    args = ["--network", "host"] if environment == "sandbox" else []
     run = ksi_run_with_mock(
         tmp_path,
         agent="opencode",
@@ -40,7 +39,6 @@ def test_solves_with_usage_cost_and_turns_as_served(tmp_path: Path, environment:
         env=KEY,
         model=MODEL,
         environment=environment,
-        args=args,
     )
     rec = run.record
     assert rec["status"] == "scored" and rec["score"] == 1.0, run.describe()

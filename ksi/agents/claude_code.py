@@ -99,6 +99,8 @@ class ClaudeCodeAgent(CliAgent):
     aliases: ClassVar[tuple[str, ...]] = ("claude",)
     description: ClassVar[str] = "Claude Code CLI (claude -p, stream-json output)"
     binary: ClassVar[str] = "claude"
+    #: Where its model calls go without a ``base_url`` (the sandbox lets it reach this).
+    api_host: ClassVar[str] = "api.anthropic.com"
     install_command: ClassVar[str] = "npm install -g @anthropic-ai/claude-code"
     docs_url: ClassVar[str] = "https://docs.claude.com/en/docs/claude-code/headless"
     credential_env: ClassVar[tuple[str, ...]] = (

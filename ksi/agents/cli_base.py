@@ -33,7 +33,7 @@ import attrs
 from ksi.agents.builtin import PROMPT_ENV_MAX_BYTES, prompt_path, write_prompt
 from ksi.agents.errors import classify_text, first_line
 from ksi.agents.tested_versions import version_in
-from ksi.interfaces import AgentContext, AgentOutcome, ExecResult, Invocation, Usage
+from ksi.interfaces import AgentContext, AgentOutcome, Endpoint, ExecResult, Invocation, Usage
 from ksi.models import TaskSpec
 from ksi.proc import read_tail
 
@@ -57,6 +57,47 @@ AWS_BEDROCK_ENV = (
 #: start-up call to a host nobody configured, which fails (after a timeout) where only the
 #: provider is reachable. Its own switch makes it read the copy bundled with the package.
 LITELLM_OFFLINE_ENV = {"LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+
+#: The API host of each provider a ``provider/model`` name (litellm's, OpenCode's) may name.
+PROVIDER_API_HOSTS = {
+    "anthropic": "api.anthropic.com",
+    "openai": "api.openai.com",
+    "gemini": "generativelanguage.googleapis.com",
+    "google": "generativelanguage.googleapis.com",
+    "openrouter": "openrouter.ai",
+    "groq": "api.groq.com",
+    "mistral": "api.mistral.ai",
+    "deepseek": "api.deepseek.com",
+    "xai": "api.x.ai",
+}
+#: A bare model name's provider, by the name's start (as litellm guesses it).
+_MODEL_FAMILIES = (
+    ("claude", "anthropic"),
+    ("gpt", "openai"),
+    ("o1", "openai"),
+    ("o3", "openai"),
+    ("o4", "openai"),
+    ("codex", "openai"),
+    ("gemini", "gemini"),
+)
+
+
+def model_api_host(model: str | None) -> str:
+    """The provider API host a ``provider/model`` (or a well-known bare) name is served from.
+
+    Empty when the name says nothing KSI knows (a sandboxed agent then
+    declares no endpoint; its ``base_url`` option or ``network=host`` helps).
+    """
+    if not model:
+        return ""
+    provider, slash, _ = model.partition("/")
+    if slash:
+        return PROVIDER_API_HOSTS.get(provider.lower(), "")
+    return next(
+        (PROVIDER_API_HOSTS[p] for start, p in _MODEL_FAMILIES if model.lower().startswith(start)),
+        "",
+    )
+
 
 #: HTTP statuses a CLI may retry until KSI's timeout, and what such an attempt is.
 _RETRIED_STATUS = {
@@ -242,6 +283,9 @@ class CliAgent:
     mode_env: ClassVar[Mapping[str, tuple[str, ...]]] = {}
     #: The same, keyed by a ``--model`` prefix (OpenCode's ``amazon-bedrock/``).
     model_env: ClassVar[Mapping[str, tuple[str, ...]]] = {}
+    #: The provider API host (port 443) the CLI talks to without a ``base_url``;
+    #: empty when the ``--model`` name says (:meth:`endpoints`).
+    api_host: ClassVar[str] = ""
     #: A trajectory file the CLI writes under ``<workspace>/.ksi/``, copied into
     #: the attempt directory by :meth:`outcome` (empty: stdout is the trajectory).
     trajectory_file: ClassVar[str] = ""
@@ -332,7 +376,25 @@ class CliAgent:
         argv, stdin = self.command(ctx)
         extra = split_args(str(getattr(self, "extra_args", "")))
         argv = [*argv, *extra, *self.tail_args(ctx)]
-        return Invocation(argv=tuple(argv), env=self.process_env(ctx), stdin=stdin, cwd=".")
+        return Invocation(
+            argv=tuple(argv),
+            env=self.process_env(ctx),
+            stdin=stdin,
+            cwd=".",
+            endpoints=self.endpoints(ctx),
+        )
+
+    def endpoints(self, ctx: AgentContext) -> tuple[Endpoint, ...]:
+        """Where the CLI's model calls go: ``base_url``, else its provider's API on port 443.
+
+        The one place a CLI agent declares its network needs; the ``sandbox``
+        environment lets it reach these and nothing else.
+        """
+        base_url = str(getattr(self, "base_url", "") or "")
+        if base_url:
+            return (Endpoint.from_url(base_url),)
+        host = self.api_host or model_api_host(ctx.model)
+        return (Endpoint(host, 443),) if host else ()
 
     def command(self, ctx: AgentContext) -> tuple[list[str], str | None]:
         """The argv (without ``extra_args``) and the stdin text for this attempt."""

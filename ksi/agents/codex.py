@@ -53,7 +53,9 @@ from ksi.interfaces import AgentContext, ExecResult, Usage
 
 #: ``sandbox`` option -> Codex flags. ``danger-full-access`` is for
 #: environments that already isolate the agent (docker, sandbox) where Codex's
-#: own Landlock/bubblewrap sandbox may not be available.
+#: own Landlock/bubblewrap sandbox may not be available (inside KSI's bubblewrap
+#: it cannot nest, and every command fails without a word). ``auto`` picks it
+#: there, and ``workspace-write`` where the agent is not isolated (``local``).
 SANDBOX_FLAGS = {
     "workspace-write": ["--sandbox", "workspace-write"],
     "read-only": ["--sandbox", "read-only"],
@@ -142,6 +144,8 @@ class CodexAgent(CliAgent):
     aliases: ClassVar[tuple[str, ...]] = ("codex-cli",)
     description: ClassVar[str] = "OpenAI Codex CLI (codex exec --json)"
     binary: ClassVar[str] = "codex"
+    #: Where its model calls go without a ``base_url`` (the sandbox lets it reach this).
+    api_host: ClassVar[str] = "api.openai.com"
     install_command: ClassVar[str] = "npm install -g @openai/codex"
     docs_url: ClassVar[str] = "https://developers.openai.com/codex/noninteractive"
     credential_env: ClassVar[tuple[str, ...]] = ("CODEX_API_KEY",)
@@ -151,9 +155,10 @@ class CodexAgent(CliAgent):
 
     #: ``-c model_reasoning_effort=...``; empty: the model's default.
     reasoning_effort: str = choice_field("", REASONING_EFFORTS)
-    #: What the commands Codex runs may touch: workspace-write, read-only, or
-    #: danger-full-access (no Codex sandbox, for already-isolated environments).
-    sandbox: str = choice_field("workspace-write", tuple(SANDBOX_FLAGS))
+    #: What the commands Codex runs may touch: auto (default: danger-full-access in an
+    #: environment that isolates the agent, sandbox or docker, else workspace-write),
+    #: workspace-write, read-only, or danger-full-access (no Codex sandbox).
+    sandbox: str = choice_field("auto", ("auto", *SANDBOX_FLAGS))
     #: ``--profile NAME``: layers ``$CODEX_HOME/NAME.config.toml`` over config.toml.
     profile: str = ""
     #: The Responses API endpoint (a proxy, gateway or local server), keyed by CODEX_API_KEY.
@@ -167,7 +172,7 @@ class CodexAgent(CliAgent):
             "exec",
             "--json",
             "--skip-git-repo-check",
-            *SANDBOX_FLAGS[self.sandbox],
+            *SANDBOX_FLAGS[self.sandbox_mode(ctx)],
             *self.model_flag(ctx, "--model"),
         ]
         if self.reasoning_effort:
@@ -177,6 +182,12 @@ class CodexAgent(CliAgent):
         if self.profile:
             argv += ["--profile", self.profile]
         return argv, ctx.prompt
+
+    def sandbox_mode(self, ctx: AgentContext) -> str:
+        """The ``sandbox`` option, with ``auto`` decided by where the agent runs."""
+        if self.sandbox != "auto":
+            return self.sandbox
+        return "danger-full-access" if ctx.isolated else "workspace-write"
 
     def tail_args(self, ctx: AgentContext) -> list[str]:
         # "-" as the prompt argument: read the prompt from stdin.

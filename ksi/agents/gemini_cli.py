@@ -93,6 +93,8 @@ class GeminiCliAgent(CliAgent):
     aliases: ClassVar[tuple[str, ...]] = ("gemini",)
     description: ClassVar[str] = "Gemini CLI (gemini -p, JSON output)"
     binary: ClassVar[str] = "gemini"
+    #: Where its model calls go without a ``base_url`` (the sandbox lets it reach this).
+    api_host: ClassVar[str] = "generativelanguage.googleapis.com"
     install_command: ClassVar[str] = "npm install -g @google/gemini-cli"
     docs_url: ClassVar[str] = "https://geminicli.com/docs/cli/headless/"
     #: What the CLI's headless auth check accepts (``GOOGLE_API_KEY`` alone is not
