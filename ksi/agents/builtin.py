@@ -16,7 +16,7 @@ import attrs
 
 from ksi.errors import UserInputError
 from ksi.hookspecs import Register, hookimpl
-from ksi.interfaces import AgentContext, AgentOutcome, ExecResult, Invocation
+from ksi.interfaces import AgentContext, AgentOutcome, Endpoint, ExecResult, Invocation
 from ksi.models import TaskSpec
 from ksi.proc import read_tail
 from ksi.relpaths import clean_relative_path
@@ -94,6 +94,28 @@ def _need_cmd(instance: Any, attribute: Any, value: str | None) -> None:
         )
 
 
+def parse_endpoints(value: str) -> tuple[Endpoint, ...]:
+    """The ``endpoints`` option: comma-separated ``host:port`` pairs or ``http(s)://`` URLs."""
+    found: list[Endpoint] = []
+    for item in (i.strip() for i in value.split(",")):
+        if not item:
+            continue
+        try:
+            if "://" in item:
+                found.append(Endpoint.from_url(item))
+            else:
+                host, _, port = item.rpartition(":")
+                found.append(Endpoint(host, int(port)))
+            if not found[-1].host:
+                raise ValueError("no host")
+        except ValueError as exc:
+            raise ValueError(
+                f"endpoints: {item!r} is not HOST:PORT or an http(s) URL ({exc}); "
+                "e.g. endpoints=127.0.0.1:4000,api.example.com:443"
+            ) from exc
+    return tuple(found)
+
+
 @attrs.define
 class CommandAgent:
     """Runs ``/bin/sh -c CMD`` in the workspace with the prompt in env, a file and stdin.
@@ -116,6 +138,9 @@ class CommandAgent:
 
     #: The shell command to run (``/bin/sh -c``), with cwd the workspace (repo/ is inside).
     cmd: str | None = attrs.field(default=None, validator=_need_cmd)
+    #: ``HOST:PORT[,HOST:PORT...]`` (or URLs) the command needs to reach: the only network
+    #: it gets in the ``sandbox`` environment (none when empty).
+    endpoints: str = attrs.field(default="", validator=lambda _i, _a, v: parse_endpoints(v))
 
     def check_tasks(self, tasks: Sequence[TaskSpec]) -> list[str]:
         return []
@@ -129,7 +154,13 @@ class CommandAgent:
         if len(ctx.prompt.encode("utf-8")) <= PROMPT_ENV_MAX_BYTES:
             env["KSI_PROMPT"] = ctx.prompt
         assert self.cmd is not None  # the validator guarantees it
-        return Invocation(argv=("/bin/sh", "-c", self.cmd), env=env, stdin=ctx.prompt, cwd=".")
+        return Invocation(
+            argv=("/bin/sh", "-c", self.cmd),
+            env=env,
+            stdin=ctx.prompt,
+            cwd=".",
+            endpoints=parse_endpoints(self.endpoints),
+        )
 
     def outcome(self, ctx: AgentContext, result: ExecResult | None) -> AgentOutcome:
         return outcome_from_exit(result)
