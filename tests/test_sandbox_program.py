@@ -1,0 +1,121 @@
+"""The sandbox shows the agent's program and its interpreter even under a hidden home.
+
+A fake ``$HOME`` (hidden by the sandbox like the real one) holds a venv with
+a console script, a program reached through a chain of symlinks, and
+secrets: the programs run, the secrets stay hidden, and the home itself is
+never shown.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from docker_support import needs_bwrap
+
+from ksi.environments.sandbox import SandboxEnvironment, SandboxHandle, hidden_roots
+from ksi.environments.sandbox_expose import program_mounts
+from ksi.interfaces import AttemptContext, Invocation
+from ksi.models import TaskSpec
+
+pytestmark = [pytest.mark.sandbox, needs_bwrap]
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A hidden ``$HOME`` with a venv CLI, a linked CLI and secrets."""
+    home = tmp_path / "home"
+    venv = home / "venvs" / "tool"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    site = next((venv / "lib").glob("python3*/site-packages"))
+    key = home / ".ssh" / "id_ed25519"
+    (site / "toolpkg.py").write_text(
+        "import os\ndef main():\n"
+        f"    print('tool ran; key visible:', os.path.exists({str(key)!r}))\n"
+    )
+    script = venv / "bin" / "tool"
+    script.write_text(f"#!{venv}/bin/python\nimport toolpkg\ntoolpkg.main()\n")
+    script.chmod(0o755)
+    # Like Claude Code's installer: ~/.local/bin/hello -> ~/.local/share/hello/versions/1.0
+    real = home / ".local" / "share" / "hello" / "versions" / "1.0"
+    real.parent.mkdir(parents=True)
+    real.write_text("#!/bin/sh\necho hello ran\n")
+    real.chmod(0o755)
+    (home / ".local" / "bin").mkdir(parents=True)
+    (home / ".local" / "bin" / "hello").symlink_to("../share/hello/versions/1.0")
+    (home / ".ssh").mkdir()
+    (home / ".ssh" / "id_ed25519").write_text("SECRET KEY\n")
+    (home / ".local" / "share" / "keyring").write_text("SECRET\n")
+    monkeypatch.setenv("HOME", str(home))
+    return home
+
+
+def _start(tmp_path: Path, home: Path) -> SandboxHandle:
+    workspace = tmp_path / "attempt" / "workspace"
+    workspace.mkdir(parents=True)
+    env = SandboxEnvironment()
+    task = TaskSpec(id="t1")
+    env.prepare([task])
+    path = f"{home}/venvs/tool/bin:{home}/.local/bin:{os.environ['PATH']}"
+    return env.start(
+        AttemptContext(
+            run_id="r",
+            task=task,
+            attempt=1,
+            attempt_dir=workspace.parent,
+            host_workspace=workspace,
+            base_env={"PATH": path, "LANG": "C.UTF-8"},
+        )
+    )
+
+
+def _run(handle: SandboxHandle, argv: tuple[str, ...], tmp_path: Path) -> tuple[int | None, str]:
+    out, err = tmp_path / "out.log", tmp_path / "err.log"
+    res = handle.exec(
+        Invocation(argv), timeout=60, stdout_path=out, stderr_path=err, log_cap_bytes=100_000
+    )
+    return res.exit_code, out.read_text() + err.read_text()
+
+
+def test_a_venv_cli_and_a_linked_cli_under_a_hidden_home_run(tmp_path: Path, home: Path) -> None:
+    handle = _start(tmp_path, home)
+    assert _run(handle, ("tool",), tmp_path) == (0, "tool ran; key visible: False\n")
+    assert _run(handle, ("hello",), tmp_path) == (0, "hello ran\n")
+
+
+def test_what_is_shown_is_the_programs_only(tmp_path: Path, home: Path) -> None:
+    handle = _start(tmp_path, home)
+    _, out = _run(
+        handle,
+        (
+            "/bin/sh",
+            "-c",
+            f"cat {home}/.ssh/id_ed25519 {home}/.local/share/keyring 2>/dev/null; ls -A {home}",
+        ),
+        tmp_path,
+    )
+    assert "SECRET" not in out
+    # /bin/sh is not under the home: nothing of it is shown (the run lists an empty home).
+    assert out.split() == []
+    mounts = program_mounts("tool", f"{home}/venvs/tool/bin", hidden_roots(True))
+    shown = [Path(p) for p in mounts.binds]
+    assert home not in shown and Path("/root") not in shown and Path("/home") not in shown
+    assert {p.name for p in shown if home in p.parents} == {"bin", "lib", "pyvenv.cfg"} | (
+        {"lib64"} if (home / "venvs/tool/lib64").exists() else set()
+    )
+    linked = program_mounts("hello", f"{home}/.local/bin", hidden_roots(True))
+    assert linked.binds == (str(home / ".local/share/hello/versions"),)
+    assert linked.symlinks == (("../share/hello/versions/1.0", str(home / ".local/bin/hello")),)
+
+
+def test_a_program_straight_in_the_home_shows_the_file_alone(tmp_path: Path, home: Path) -> None:
+    program = home / "mytool"
+    program.write_text("#!/bin/sh\necho mytool ran\n")
+    program.chmod(0o755)
+    mounts = program_mounts(str(program), "", hidden_roots(True))
+    assert mounts.binds == (str(program),)
+    handle = _start(tmp_path, home)
+    assert _run(handle, (str(program),), tmp_path) == (0, "mytool ran\n")
