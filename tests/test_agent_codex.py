@@ -28,6 +28,16 @@ def test_success_invocation_and_usage(tmp_path: Path) -> None:
     assert run.outcome.final_message == "Fixed the bug in repo/app.py."
 
 
+def test_sandbox_auto_nests_no_sandbox_inside_an_isolating_environment(tmp_path: Path) -> None:
+    # Codex's own bubblewrap cannot run inside KSI's sandbox (every command fails silently).
+    inside = run_agent(make(CodexAgent), tmp_path / "in", isolated=True).record["argv"]
+    assert "--dangerously-bypass-approvals-and-sandbox" in inside and "--sandbox" not in inside
+    local = run_agent(make(CodexAgent, sandbox="auto"), tmp_path / "out").record["argv"]
+    assert local[local.index("--sandbox") + 1] == "workspace-write"
+    kept = run_agent(make(CodexAgent, sandbox="read-only"), tmp_path / "ro", isolated=True)
+    assert kept.record["argv"][kept.record["argv"].index("--sandbox") + 1] == "read-only"
+
+
 def test_sandbox_option_maps_to_flags(tmp_path: Path) -> None:
     run = run_agent(make(CodexAgent, sandbox="danger-full-access"), tmp_path)
     assert "--dangerously-bypass-approvals-and-sandbox" in run.record["argv"]

@@ -42,6 +42,7 @@ def run_agent(
     model: str | None = None,
     host_env: dict[str, str] | None = None,
     timeout: float | None = 60,
+    isolated: bool = False,
 ) -> Run:
     workspace = tmp_path / "ws"
     (workspace / "repo").mkdir(parents=True, exist_ok=True)
@@ -61,6 +62,7 @@ def run_agent(
         repo_path=str(workspace / "repo"),
         host_workspace=workspace,
         model=model,
+        isolated=isolated,
     )
     host = {
         "PATH": f"{FAKES}{os.pathsep}{os.environ.get('PATH', '')}",
