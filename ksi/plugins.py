@@ -509,6 +509,13 @@ class PluginState:
                 f"{', '.join(m + '()' for m in missing)} (see ksi.interfaces."
                 f"{PROTOCOLS[kind]})"
             )
+        isolates = getattr(obj, "isolates_agent", True)
+        if kind == "environment" and not isinstance(isolates, bool):
+            raise PluginError(
+                f"plugin {plugin!r} registered environment {name!r} with isolates_agent="
+                f"{isolates!r}; it must be True (the agent is kept off the host) or False "
+                "(see ksi.interfaces.Environment)"
+            )
 
     def _failures_for(self, kind: str) -> list[str]:
         """Plugins that failed to import or to register ``kind``: what an unknown name may be."""

@@ -883,6 +883,34 @@ def test_a_component_missing_protocol_methods_is_reported_naming_them(
     assert "nop" in registry("agent")  # the built-ins are untouched
 
 
+def test_an_environment_whose_isolates_agent_is_not_a_bool_is_reported(
+    ksi_plugin: Callable[..., Any],
+) -> None:
+    class Jail:
+        name: ClassVar[str] = "jail"
+        aliases: ClassVar[tuple[str, ...]] = ()
+        description: ClassVar[str] = "x"
+        isolates_agent: ClassVar[str] = "yes"
+
+        def prepare(self, tasks: Any) -> None: ...
+        def start(self, ctx: Any) -> Any: ...
+        def cleanup(self, run_id: Any) -> int:
+            return 0
+
+    class Plugin:
+        @staticmethod
+        @hookimpl
+        def ksi_register_environments(register: Any) -> None:
+            register(Jail)
+
+    ksi_plugin(Plugin, name="j")
+    with pytest.raises(UnknownComponentError):
+        registry("environment").get("jail")
+    assert "registered environment 'jail' with isolates_agent='yes'; it must be True" in (
+        error_for("j").error
+    )
+
+
 def test_strict_plugins_makes_a_protocol_miss_fatal(
     ksi_plugin: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
