@@ -119,3 +119,23 @@ def test_a_program_straight_in_the_home_shows_the_file_alone(tmp_path: Path, hom
     assert mounts.binds == (str(program),)
     handle = _start(tmp_path, home)
     assert _run(handle, (str(program),), tmp_path) == (0, "mytool ran\n")
+
+
+def test_a_visible_program_on_path_wins_over_a_hidden_one(tmp_path: Path, home: Path) -> None:
+    # A pyenv-style shim under the home comes first on PATH; inside, the host's echo runs.
+    shims = home / "shims"
+    shims.mkdir()
+    (shims / "echo").write_text("#!/bin/sh\nprintf 'shim\\n'\n")
+    (shims / "echo").chmod(0o755)
+    path = f"{shims}:/usr/bin:/bin"
+    assert program_mounts("echo", path, hidden_roots(True)).binds == ()
+    handle = _start(tmp_path, home)
+    out, err = tmp_path / "o.log", tmp_path / "e.log"
+    res = handle.exec(
+        Invocation(("echo", "visible"), env={"PATH": path}),
+        timeout=60,
+        stdout_path=out,
+        stderr_path=err,
+        log_cap_bytes=100_000,
+    )
+    assert (res.exit_code, out.read_text()) == (0, "visible\n")

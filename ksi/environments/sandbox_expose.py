@@ -4,7 +4,8 @@ The sandbox hides ``/root``, ``/home`` and ``$HOME``; a CLI installed there
 (a venv whose ``python`` links to pyenv's ``/root/.pyenv/versions/X``, node
 under ``~/.nvm``, Claude Code's ``~/.local/share/claude``) could not start
 (``bwrap: execvp mini: No such file or directory``). :func:`program_mounts`
-follows the program the way ``exec`` does (``PATH``, each symlink, the
+follows the program the way ``exec`` does in the sandbox (``PATH``, where a
+visible hit wins over a hidden one, each symlink, the
 shebang's interpreter, ``/usr/bin/env NAME``, a venv's base Python) and
 names the narrowest read-only mounts that make it run: an installation
 prefix's ``bin`` and ``lib`` (a venv's, a Python's, node's), a package
@@ -70,7 +71,24 @@ def _installation(real: Path, hidden: Sequence[Path]) -> list[Path]:
     return [real]
 
 
-def _interpreter(real: Path, path_var: str) -> Path | None:
+def which(name: str, path_var: str, hidden: Sequence[Path]) -> str | None:
+    """``name`` on ``PATH`` as the sandbox will find it: the first hit outside a hidden root.
+
+    Inside, a hidden ``PATH`` entry is empty, so ``exec`` goes on to the next
+    one; only when every hit is hidden is the first one shown. (Shown first
+    instead, a pyenv shim would win over ``/usr/bin/python3`` and fail.)
+    """
+    hits = []
+    for entry in path_var.split(os.pathsep):
+        found = shutil.which(name, path=entry) if entry else None
+        if found is not None:
+            if not _under(Path(os.path.realpath(entry)), hidden):
+                return found
+            hits.append(found)
+    return hits[0] if hits else None
+
+
+def _interpreter(real: Path, path_var: str, hidden: Sequence[Path]) -> Path | None:
     """The program a script's shebang runs (``/usr/bin/env NAME`` looked up on ``PATH``)."""
     try:
         with open(real, "rb") as fh:
@@ -84,7 +102,7 @@ def _interpreter(real: Path, path_var: str) -> Path | None:
         return None
     if Path(words[0]).name == "env":
         names = [w for w in words[1:] if not w.startswith("-") and "=" not in w]
-        found = shutil.which(names[0], path=path_var) if names else None
+        found = which(names[0], path_var, hidden) if names else None
         return Path(found) if found else None
     return Path(words[0])
 
@@ -114,7 +132,7 @@ def program_mounts(
     mounted. An unknown program gives nothing (bubblewrap then says it cannot
     find it, as before).
     """
-    found = shutil.which(argv0, path=path_var) if "/" not in argv0 else argv0
+    found = which(argv0, path_var, hidden) if "/" not in argv0 else argv0
     if found is None:
         return ProgramMounts()
     start = Path(found) if Path(found).is_absolute() else (cwd or Path.cwd()) / found
@@ -138,7 +156,7 @@ def program_mounts(
             continue
         if _under(path, hidden):
             binds += _installation(path, hidden)
-        for nxt in (_interpreter(path, path_var), _venv_base(path)):
+        for nxt in (_interpreter(path, path_var, hidden), _venv_base(path)):
             if nxt is not None:
                 todo.append(nxt)
     kept = _outermost(binds)
