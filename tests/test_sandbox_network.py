@@ -21,6 +21,7 @@ from docker_support import needs_bwrap
 from run_helpers import journal_lines, ksi, write_tasks
 
 from ksi.environments.sandbox import SandboxEnvironment, SandboxHandle
+from ksi.errors import EnvironmentFailure
 from ksi.interfaces import AttemptContext, Endpoint, Invocation
 from ksi.models import TaskSpec
 
@@ -292,3 +293,12 @@ def test_through_ksi_run_the_agent_reaches_its_endpoint_and_the_grader_nothing(
     [rec] = journal_lines(run_dir)
     assert (rec["status"], rec["score"]) == ("scored", 1.0), (res.stdout, res.stderr, rec)
     assert model.paths == ["/agent"]
+
+
+def test_a_relay_interpreter_that_cannot_run_inside_is_refused_before_the_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sys, "executable", "/bin/false")
+    with pytest.raises(EnvironmentFailure, match=r"KSI's Python \(.*false\) cannot run inside"):
+        SandboxEnvironment().prepare([])
+    SandboxEnvironment(network="none").prepare([])  # no relay, nothing to check

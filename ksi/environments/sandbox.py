@@ -377,6 +377,39 @@ class SandboxEnvironment:
                 "(sysctl kernel.unprivileged_userns_clone=1; on Ubuntu 24.04+ also "
                 "kernel.apparmor_restrict_unprivileged_userns=0), or use --environment docker"
             )
+        if self.network == "endpoints":
+            self._probe_relay(binary)
+
+    def _probe_relay(self, binary: str) -> None:
+        """Check that KSI's Python, which carries the agent's model calls, runs in a sandbox."""
+        interpreter = relay_interpreter()
+        hidden = hidden_roots(self.hide_home)
+        check = [interpreter, "-I", "-S", "-c", "import socket, subprocess, threading"]
+        try:
+            with tempfile.TemporaryDirectory(prefix="ksi-bwrap-probe-") as tmp:
+                probe = Path(tmp).resolve()
+                argv = bwrap_args(
+                    binary,
+                    probe,
+                    network="none",
+                    hide_home=self.hide_home,
+                    expose=(),
+                    cwd=probe,
+                    mounts=program_mounts(interpreter, "", hidden).bwrap_args(),
+                )
+                res = subprocess.run(
+                    [*argv, "--", *check], capture_output=True, text=True, timeout=60
+                )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            res = subprocess.CompletedProcess(check, 1, "", str(exc))
+        if res.returncode != 0:
+            detail = res.stderr.strip()[-500:] or f"exit {res.returncode}"
+            raise EnvironmentFailure(
+                f"sandbox environment: KSI's Python ({interpreter}) cannot run inside the "
+                f"sandbox ({detail}); it carries the agent's model calls (network=endpoints, "
+                "the default). Show its installation with expose=PATH, or use network=host "
+                "(the host's network) or network=none (no network)"
+            )
 
     def start(self, ctx: AttemptContext) -> SandboxHandle:
         workspace = ctx.host_workspace.resolve()
