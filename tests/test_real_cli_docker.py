@@ -90,10 +90,9 @@ def test_codex_solves_in_docker_with_usage_and_turns_as_served(
         script=codex.SOLVE,
         env=codex.KEY,
         model="mock-model",
-        # Codex's own sandbox needs bubblewrap, which a container without capabilities
-        # cannot run (its command exits 101: "bubblewrap is unavailable"); the container
-        # is the sandbox.
-        agent_options=["sandbox=danger-full-access"],
+        # No sandbox option: Codex's own sandbox needs bubblewrap, which a container without
+        # capabilities cannot run (its command exits 101: "bubblewrap is unavailable");
+        # sandbox=auto, the default, leaves it out where the environment isolates the agent.
     )
     rec = _assert_solved(run)
     served = run.served_usage()
