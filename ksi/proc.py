@@ -710,11 +710,30 @@ def _join_wrapper(
     so that a missing or non-executable program is a spawn error, as without
     the wrapper, not the shell's exit code 127.
     """
-    program = _find_program(argv[0], cwd, env)
     procs = str(group.path / "cgroup.procs")
+    if argv[0] == _SHELL and len(argv) >= 3 and argv[1] == "-c":
+        return _join_in_script(procs, argv)
+    program = _find_program(argv[0], cwd, env)
     if "PWD" in env:
         return [_SHELL, "-c", _JOIN_SCRIPT_PWD, procs, env["PWD"], program, *argv[1:]]
     return [_SHELL, "-c", _JOIN_SCRIPT, procs, program, *argv[1:]]
+
+
+def _join_in_script(procs: str, argv: Sequence[str]) -> list[str]:
+    """``/bin/sh -c SCRIPT [name args...]`` joining the cgroup itself: one ``exec``, not two.
+
+    The join goes in front of the script, on its first line, so the script's
+    lines keep their numbers and its first line is parsed with the join as
+    one line, as it would be alone. Nothing of the script runs before the
+    join, nor at all if it fails (``exit`` with the failed redirection's
+    status, as the wrapper's ``&&`` does). The shell is the one the caller
+    asked for, started with the caller's environment and arguments, so
+    ``$0``, ``$@``, ``PWD`` and the process (the main one, reaped by KSI) are
+    what they would be without a cgroup. Agents' and eval commands' shells
+    (``command`` agent, ``command`` evaluator) all take this path.
+    """
+    quoted = "'" + procs.replace("'", "'\\''") + "'"
+    return [_SHELL, "-c", f"echo 0 >{quoted} || exit; {argv[2]}", *argv[3:]]
 
 
 def _find_program(name: str, cwd: Path, env: Mapping[str, str]) -> str:

@@ -536,3 +536,58 @@ def test_without_cgroup_kill_every_member_is_killed_one_by_one(tmp_path: Path) -
     starter.wait(timeout=10)
     assert _alive_with(marker) == []
     assert group.remove() and not group.path.exists()
+
+
+def test_a_shell_script_runs_inside_its_cgroup_from_its_first_command(
+    handle: LocalHandle,
+) -> None:
+    """``/bin/sh -c`` joins the cgroup in the script's own shell (no second exec): the shell
+    is already a member when the script's first command runs, and a ``setsid env -i``
+    escapee it starts is killed with the cgroup."""
+    _need_cgroups()
+    marker = _marker()
+    res = _exec(
+        handle,
+        _sh(f"cat /proc/$$/cgroup; (setsid env -i sleep {marker} &) ; echo started", cwd="repo"),
+    )
+    assert res.exit_code == 0, Path(res.stderr_path).read_text()
+    lines = Path(res.stdout_path).read_text().splitlines()
+    assert lines[-1] == "started"
+    v2 = next(line for line in lines if line.startswith("0::"))
+    assert "/ksi-r1-" in v2, f"the shell was not in its cgroup at its first command: {v2}"
+    assert _alive_with(marker) == [], "the escaped sleeper outlived the script"
+    assert res.stragglers_killed >= 1
+
+
+def test_a_shell_script_sees_the_same_shell_with_or_without_a_cgroup(
+    handle: LocalHandle, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """$0, the arguments, PWD, line numbers, the exit status and a syntax error's message are
+    what ``/bin/sh -c`` gives without a cgroup: joining does not show in the script."""
+    _need_cgroups()
+    script = (
+        'echo "0=$0 n=$# args=$* pwd=$PWD line=$LINENO"\n'
+        'echo "line=$LINENO"; pwd\n'
+        "cd repo && echo $PWD\n"
+        "exit 7\n"
+    )
+
+    def run(inv: Invocation) -> tuple[str, str, int | None]:
+        res = _exec(handle, inv)
+        return (Path(res.stdout_path).read_text(), Path(res.stderr_path).read_text(), res.exit_code)
+
+    cases = [
+        Invocation(argv=("/bin/sh", "-c", script)),
+        Invocation(argv=("/bin/sh", "-c", script, "name", "a b", "c")),
+        Invocation(argv=("/bin/sh", "-c", script), env={"PWD": "/somewhere/else"}),
+        Invocation(argv=("/bin/sh", "-c", "echo before\nif then fi")),  # a syntax error
+        Invocation(argv=("/bin/sh", "-c", "")),
+        Invocation(argv=("/bin/sh", "-c", "# only a comment")),
+    ]
+    joined = [run(inv) for inv in cases]
+    monkeypatch.setattr(cgroups, "create", lambda name: None)
+    alone = [run(inv) for inv in cases]
+    assert joined == alone
+    assert joined[0][2] == 7 and "0=/bin/sh n=0" in joined[0][0]
+    assert "n=2 args=a b c" in joined[1][0] and joined[1][0].startswith("0=name")
+    assert joined[3][0] == "before\n" and joined[3][2] == 2
