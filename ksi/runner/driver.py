@@ -698,20 +698,28 @@ class Driver:
             ready = bool(waiting) and waiting[0][0] <= time.monotonic()
             return ready or next_planned is not None
 
+        def submit_ready() -> int:
+            """Submit what may start now; return how many planned (not retried) jobs."""
+            nonlocal inflight, next_planned
+            launched = 0
+            while can_submit():
+                if waiting and waiting[0][0] <= time.monotonic():
+                    job = heapq.heappop(waiting)[2]
+                else:
+                    assert next_planned is not None
+                    item, next_planned = next_planned, next(planned, None)
+                    job = self._job(item.task, item.attempt, item.try_number)
+                    launched += 1
+                self._prepare_attempt_dir(job)
+                executor.submit(job)
+                inflight += 1
+            return launched
+
         executor.start(window)
         try:
             while True:
-                while can_submit():
-                    if waiting and waiting[0][0] <= time.monotonic():
-                        job = heapq.heappop(waiting)[2]
-                    else:
-                        assert next_planned is not None
-                        item, next_planned = next_planned, next(planned, None)
-                        job = self._job(item.task, item.attempt, item.try_number)
-                        self.progress.attempt_started()
-                    self._prepare_attempt_dir(job)
-                    executor.submit(job)
-                    inflight += 1
+                for _ in range(submit_ready()):
+                    self.progress.attempt_started()
                 if self._stopping:
                     for _, _, job in waiting:  # no retry after a stop: its last try stands
                         self._finished(self._last.pop((job.task.id, job.attempt), None))
@@ -728,7 +736,21 @@ class Driver:
                     continue
                 for outcome in executor.as_completed(timeout):
                     inflight -= 1
-                    retry = self._on_outcome(outcome)
+                    record = self._settle(outcome)
+                    # The next attempt starts before this record is journalled: a worker
+                    # does not wait for the journal's fsync. What stops the run (a full
+                    # disk, --max-cost, an auth error) was decided from the record above;
+                    # the record is still durable before anyone hears of it.
+                    try:
+                        launched = submit_ready()
+                    except BaseException:
+                        self._on_outcome(outcome.job, record)  # journalled whatever stops us
+                        raise
+                    retry = self._on_outcome(outcome.job, record)
+                    for _ in range(
+                        launched
+                    ):  # after the finish: "running" never exceeds the window
+                        self.progress.attempt_started()
                     if retry is not None:
                         seq += 1
                         heapq.heappush(waiting, (retry[0], seq, retry[1]))
@@ -766,17 +788,23 @@ class Driver:
                 if self._disk.happened:  # the filler goes; the logs stay
                     wipe_after_disk_full(outcome.job.attempt_dir())
 
-    def _on_outcome(self, outcome: JobOutcome) -> tuple[float, AttemptJob] | None:
-        """Journal one finished try; return ``(ready at, job)`` when it is to be retried."""
-        job = outcome.job
+    def _settle(self, outcome: JobOutcome) -> AttemptRecord:
+        """The record of one finished try, and what it stops (before anything is written).
+
+        A full disk, the spend reaching ``--max-cost`` and an auth error (with
+        fail-fast) stop new launches; deciding that from the record alone lets
+        the next attempt start while this one is journalled.
+        """
         record = outcome.record
         if record is None:  # the executor could not run it (a worker died...)
             record = self._error_record(
-                job, outcome.error or "the executor returned no record", outcome.error_kind
+                outcome.job, outcome.error or "the executor returned no record", outcome.error_kind
             )
         if record.error_kind == DISK_FULL:
             self._note_full_disk(stopped=True)
-        self._record(record)
+        if record.usage.cost_usd is not None:
+            self._spent_usd += float(record.usage.cost_usd)
+            self._over_budget()
         if record.agent_status == "auth_error":
             self._auth_failures.append(record)
             if self.config.fail_fast_auth and not self._stopping:
@@ -785,6 +813,13 @@ class Driver:
                     f"auth_error: agent {record.agent!r} could not authenticate "
                     f"(task {record.task_id}); no new attempts launched"
                 )
+        return record
+
+    def _on_outcome(
+        self, job: AttemptJob, record: AttemptRecord
+    ) -> tuple[float, AttemptJob] | None:
+        """Journal one settled try; return ``(ready at, job)`` when it is to be retried."""
+        self._record(record)
         if self._is_retryable(record) and not self._stopping:
             delay = 0.0
             if record.agent_status in RETRYABLE_AGENT_STATUSES:
@@ -837,9 +872,6 @@ class Driver:
             self._note_full_disk(exc.__cause__, journal_failed=True)
             raise
         self._observe("ksi_attempt_finished", run=self.info, record=record)
-        if record.usage.cost_usd is not None:
-            self._spent_usd += float(record.usage.cost_usd)
-            self._over_budget()
 
     def _over_budget(self) -> bool:
         """Stop launching attempts once the reported spend reaches ``--max-cost``."""
