@@ -642,10 +642,7 @@ def _spawn(
     """
     if group is not None and _wrapper_joins(group):
         wrapped = _join_wrapper(group, argv, cwd, env)
-        with _MAINS_LOCK:  # registered before any other thread can look for orphans
-            proc = _popen(wrapped, cwd, env, stdin_pipe, None)
-            _MAINS.add(proc.pid)
-        return proc, group
+        return _start_main(lambda: _popen(wrapped, cwd, env, stdin_pipe, None)), group
     enter_fd = None
     if group is not None:
         try:
@@ -654,21 +651,46 @@ def _spawn(
             cgroups.give_up()
             group.remove()
             group = None
+
+    def popen() -> subprocess.Popen[bytes]:
+        nonlocal group
+        try:
+            return _popen(argv, cwd, env, stdin_pipe, enter_fd)
+        except subprocess.SubprocessError:  # only the preexec raises it: joining failed
+            assert group is not None
+            cgroups.give_up()
+            group.remove()
+            group = None
+            return _popen(argv, cwd, env, stdin_pipe, None)
+
     try:
-        with _MAINS_LOCK:  # registered before any other thread can look for orphans
-            try:
-                proc = _popen(argv, cwd, env, stdin_pipe, enter_fd)
-            except subprocess.SubprocessError:  # only the preexec raises it: joining failed
-                assert group is not None
-                cgroups.give_up()
-                group.remove()
-                group = None
-                proc = _popen(argv, cwd, env, stdin_pipe, None)
-            _MAINS.add(proc.pid)
+        proc = _start_main(popen)
     finally:
         if enter_fd is not None:
             os.close(enter_fd)
     return proc, group
+
+
+def _start_main(popen: Callable[[], subprocess.Popen[bytes]]) -> subprocess.Popen[bytes]:
+    """Start a main process with ``popen`` and register it in :data:`_MAINS`.
+
+    Orphans are looked for among the main thread's children (see
+    :func:`_own_children`), so a main the main thread forks must be in
+    ``_MAINS`` before any other thread looks: the lock is held across the
+    spawn. A worker thread's child is that thread's, never in the main
+    thread's list, so workers spawn without the lock (holding it across
+    ``fork``/``exec`` made every spawn and every end-of-process check of one
+    attempt queue behind the other attempts' spawns).
+    """
+    if threading.current_thread() is threading.main_thread():
+        with _MAINS_LOCK:
+            proc = popen()
+            _MAINS.add(proc.pid)
+        return proc
+    proc = popen()
+    with _MAINS_LOCK:
+        _MAINS.add(proc.pid)
+    return proc
 
 
 _SHELL = "/bin/sh"

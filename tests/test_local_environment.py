@@ -591,3 +591,38 @@ def test_a_shell_script_sees_the_same_shell_with_or_without_a_cgroup(
     assert joined[0][2] == 7 and "0=/bin/sh n=0" in joined[0][0]
     assert "n=2 args=a b c" in joined[1][0] and joined[1][0].startswith("0=name")
     assert joined[3][0] == "before\n" and joined[3][2] == 2
+
+
+def test_concurrent_attempts_each_get_their_own_exit_status_and_leave_nothing(
+    tmp_path: Path,
+) -> None:
+    """Attempts in worker threads spawn at once (no lock across fork/exec) while others
+    end and look for orphans: every process reports its own exit status, nothing it
+    left behind survives, and no main of one thread is taken for another's orphan."""
+    markers = [_marker() for _ in range(3)]
+
+    def worker(index: int, results: list[tuple[int, int | None]]) -> None:
+        for i in range(12):
+            code = (index * 20 + i) % 120 + 1
+            # Every other process leaves a daemon behind (its own session, double fork).
+            leave = f"(setsid sleep {markers[index]} &) ; " if i % 2 else ""
+            res = run_process(
+                ["/bin/sh", "-c", f"{leave}exit {code}"],
+                cwd=tmp_path,
+                env={"PATH": os.environ["PATH"]},
+                timeout=30,
+                stdout_path=None,
+                stderr_path=None,
+            )
+            results.append((code, res.exit_code))
+
+    outcomes: list[list[tuple[int, int | None]]] = [[] for _ in markers]
+    threads = [threading.Thread(target=worker, args=(i, outcomes[i])) for i in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert all(len(o) == 12 for o in outcomes)
+    for results in outcomes:
+        assert [got for _, got in results] == [want for want, _ in results]
+    assert [m for m in markers if _alive_with(m)] == []
