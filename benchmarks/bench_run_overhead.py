@@ -8,14 +8,37 @@ shell harness (per task: copy the seed, run ``true``, copy the result, run
 ``--memory-tasks`` it also runs a large run to report peak memory (target:
 under 120 MB at 10,000 tasks).
 
+A second baseline, printed apart and never the target's, is a shell harness
+that creates and deletes the files ksi's documented attempt layout holds
+(docs/running.md: the seed per task, ``workspace/`` with ``.ksi/prompt.md``,
+``prompt.md``, four logs, ``captured/repo``, ``diff.patch``, the graded copy
+``eval/repo`` and its removal, ``record.json``): 31 inodes created and 11
+deleted per attempt against the minimal harness's 9 and 4. It shows what
+that file work costs on the benchmark's filesystem, apart from KSI's own
+Python (it does no fsync; ksi syncs its journal once per attempt).
+
+Why it matters: on the 2-core VM this was tuned on, ``/tmp`` is an ext4
+without a journal, where creating an inode skips every inode deleted there
+in the last minutes (``recently_deleted()`` in ext4's allocator). The other
+processes churning ``/tmp`` (test suites) can make one create cost 0.3-0.8 ms
+there against 0.03 ms elsewhere on the same disk, and ksi creates 3.4x the
+harness's inodes; the benchmark prints the cost it measured per create in
+its directory (``--dir``, default: the system temporary directory) so a
+ratio can be read with it. Attempt costs, measured there: see
+docs/running.md, "What an attempt costs".
+
+``PYTHONDONTWRITEBYTECODE`` is dropped for the ksi runs (as in
+bench_startup.py): a user's installed KSI has its bytecode cached.
+
     python benchmarks/bench_run_overhead.py [--tasks 500] [--concurrency 2]
-        [--memory-tasks 10000]
+        [--repeat 3] [--memory-tasks 10000] [--dir DIR] [--files-baseline]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import statistics
 import subprocess
@@ -23,6 +46,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
 def write_tasks(path: Path, n: int) -> None:
@@ -52,18 +77,55 @@ export -f one; export seed out
 seq 0 $((n-1)) | xargs -P "$conc" -I{} bash -c 'one {}'
 """
 
+#: The second baseline: the files of ksi's attempt layout, created and deleted as ksi does.
+FILES_HARNESS = r"""
+set -e
+seed="$1"; out="$2"; n="$3"; conc="$4"
+one() {
+  s="$out/seeds/t$1"; a="$out/attempts/t$1/1"
+  mkdir -p "$s" "$a/workspace/.ksi" "$a/captured" "$a/eval"
+  cp -r "$seed" "$s/repo"
+  cp -r "$s/repo" "$a/workspace/repo"
+  echo "do nothing" > "$a/prompt.md"; echo "do nothing" > "$a/workspace/.ksi/prompt.md"
+  (cd "$a/workspace" && true) > "$a/agent.stdout.log" 2> "$a/agent.stderr.log"
+  cp -r "$a/workspace/repo" "$a/captured/repo"
+  : > "$a/diff.patch"
+  cp -r "$a/captured/repo" "$a/eval/repo"
+  (cd "$a/eval/repo" && true) > "$a/eval/eval.stdout.log" 2> "$a/eval/eval.stderr.log"
+  rm -rf "$a/eval/repo" "$a/workspace"
+  echo "{}" > "$a/record.json"
+}
+export -f one; export seed out
+seq 0 $((n-1)) | xargs -P "$conc" -I{} bash -c 'one {}'
+"""
 
-def time_harness(tmp: Path, n: int, conc: int) -> float:
+
+def make_seed(tmp: Path) -> Path:
     seed = tmp / "seed"
     (seed / "lib").mkdir(parents=True)
     (seed / "main.py").write_text("print('hello')\n")
     (seed / "lib" / "util.py").write_text("X = 1\n")
-    out = tmp / "harness"
+    return seed
+
+
+def time_harness(tmp: Path, n: int, conc: int, script: str = HARNESS) -> float:
+    seed = make_seed(tmp) if not (tmp / "seed").exists() else tmp / "seed"
+    out = tmp / ("harness" if script is HARNESS else "files-harness")
     start = time.perf_counter()
     subprocess.run(
-        ["bash", "-c", HARNESS, "harness", str(seed), str(out), str(n), str(conc)], check=True
+        ["bash", "-c", script, "harness", str(seed), str(out), str(n), str(conc)], check=True
     )
     return time.perf_counter() - start
+
+
+def create_cost_us(tmp: Path, n: int = 300) -> float:
+    """Microseconds per inode created in ``tmp`` now (the files are left: deleting pollutes)."""
+    probe = tmp / "create-probe"
+    probe.mkdir()
+    start = time.perf_counter()
+    for i in range(n):
+        os.close(os.open(probe / f"f{i}", os.O_CREAT | os.O_WRONLY, 0o644))
+    return (time.perf_counter() - start) / n * 1e6
 
 
 def time_ksi(tmp: Path, n: int, conc: int, name: str) -> tuple[float, float]:
@@ -89,6 +151,7 @@ def time_ksi(tmp: Path, n: int, conc: int, name: str) -> tuple[float, float]:
         ],
         capture_output=True,
         text=True,
+        env=ENV,
     )
     elapsed = time.perf_counter() - start
     if proc.returncode != 0:
@@ -107,28 +170,53 @@ def main() -> None:
     parser.add_argument(
         "--repeat", type=int, default=3, help="interleaved rounds; medians are reported"
     )
+    parser.add_argument(
+        "--dir", default=None, help="where the runs go (default: the system temporary directory)"
+    )
+    parser.add_argument(
+        "--files-baseline",
+        action="store_true",
+        help="also time the second baseline: a shell harness doing ksi's file work",
+    )
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="ksi-bench-") as tmp_s:
+    # Run from the temporary directory: `python -m ksi` puts the current directory first
+    # on sys.path, and the ksi measured must be the installed one.
+    with tempfile.TemporaryDirectory(prefix="ksi-bench-", dir=args.dir) as tmp_s:
         tmp = Path(tmp_s)
-        harness_times, ksi_times, ratios = [], [], []
+        os.chdir(tmp)
+        harness_times, ksi_times, ratios, files_times, creates = [], [], [], [], []
         peak = 0.0
         for i in range(args.repeat):
             round_dir = tmp / f"round{i}"
             round_dir.mkdir()
+            creates.append(create_cost_us(round_dir))
             h = time_harness(round_dir, args.tasks, args.concurrency)
             k, peak = time_ksi(round_dir, args.tasks, args.concurrency, "run")
+            line = f"round {i + 1}: harness {h:.2f}s  ksi {k:.2f}s  ratio {k / h:.2f}x"
+            if args.files_baseline:
+                f = time_harness(round_dir, args.tasks, args.concurrency, FILES_HARNESS)
+                files_times.append(f)
+                line += f"  (files harness {f:.2f}s, ksi/files {k / f:.2f}x)"
             harness_times.append(h)
             ksi_times.append(k)
             ratios.append(k / h)
-            print(f"round {i + 1}: harness {h:.2f}s  ksi {k:.2f}s  ratio {k / h:.2f}x")
+            print(f"{line}  [{creates[-1]:.0f} us per create before the round]", flush=True)
         harness = statistics.median(harness_times)
         ksi_time = statistics.median(ksi_times)
         print(f"tasks={args.tasks} concurrency={args.concurrency} (medians of {args.repeat})")
+        print(f"directory:             {tmp} ({statistics.median(creates):.0f} us per create)")
         print(f"minimal shell harness: {harness:.2f}s ({harness / args.tasks * 1000:.1f} ms/task)")
         print(
             f"ksi run:               {ksi_time:.2f}s ({ksi_time / args.tasks * 1000:.1f} ms/task)"
         )
         print(f"ratio ksi/harness:     {statistics.median(ratios):.2f}x (target <= 1.3x)")
+        if files_times:
+            files = statistics.median(files_times)
+            per_files = [k / f for k, f in zip(ksi_times, files_times, strict=True)]
+            print(
+                f"files harness:         {files:.2f}s ({files / args.tasks * 1000:.1f} ms/task); "
+                f"ksi/files {statistics.median(per_files):.2f}x (second baseline, not the target's)"
+            )
         print(f"ksi peak RSS:          {peak:.0f} MB")
         if args.memory_tasks:
             t, peak = time_ksi(tmp, args.memory_tasks, args.concurrency, "big")
