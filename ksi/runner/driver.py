@@ -550,7 +550,7 @@ class Driver:
             )
             if plan and not self._over_budget():
                 self._execute(plan)
-            records = read_records(self.layout.journal)
+            records = self.journal.records()
             if self._plan(gen_tasks, records, generation):
                 return False  # stopped (--max-cost, a full disk) before the generation ended
             if done is None and not needs_distillation(generation, cfg) and self._over_budget():
@@ -613,7 +613,8 @@ class Driver:
         # Complete when the loop finished (a budget reached by the last attempt stopped
         # nothing) and no task of the run this session left out (--task-id...) lacks
         # an attempt of generation 1.
-        latest = latest_by_attempt(read_records(self.layout.journal))
+        journal = self.journal.current()  # read back from memory: it was closed just now
+        latest = latest_by_attempt(list(journal.records))
         session = {t.id for t in tasks}
         missing_elsewhere = any(
             (task_id, n) not in latest
@@ -625,7 +626,7 @@ class Driver:
         finished = state.finished_session(complete=complete, stopped_reason=self._stop_reason)
         if not save_unless_disk_full(self.layout.run_json, to_data(finished)):
             self._note_full_disk()
-        summary = summarize_run(self.layout.root)
+        summary = summarize_run(self.layout.root, journal=journal)
         summary = attrs.evolve(summary, warnings=(*summary.warnings, *self._warnings))
         self._observe("ksi_run_finished", run=self.info, summary=summary)
         return summary

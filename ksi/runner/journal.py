@@ -152,6 +152,10 @@ class Journal:
         self._dir_identity = _identity(os.stat(path.parent))
         #: What the journal held when opened (read once: a long journal takes a while).
         self.contents = read_journal(path)
+        #: Every record in the journal now: those read at opening, then each one appended
+        #: (and synced) here. Only one writer holds a run directory, so this is what a
+        #: fresh read would return, without parsing a long journal again.
+        self._records = list(self.contents.records)
         self._reserve = reserve_path(path)
         with disk_full_as_error(path.parent, "the journal"):
             self._keep_damaged_lines()
@@ -262,6 +266,16 @@ class Journal:
                     if not is_disk_full(again):
                         raise
                     raise self._full(again) from again
+            self._records.append(record)
+
+    def records(self) -> list[AttemptRecord]:
+        """The journal's records, in the order written (a copy: appends go on)."""
+        with self._lock:
+            return list(self._records)
+
+    def current(self) -> JournalContents:
+        """What reading the journal now would give (damaged lines as found at opening)."""
+        return attrs.evolve(self.contents, records=tuple(self.records()), torn_tail=b"")
 
     def _write_whole_line(self, line: bytes) -> None:
         """Append ``line`` and sync it, or leave the journal exactly as it was."""

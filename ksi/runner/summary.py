@@ -17,7 +17,13 @@ from pathlib import Path
 
 import attrs
 
-from ksi.runner.journal import journal_warnings, latest_by_attempt, read_journal, spending_records
+from ksi.runner.journal import (
+    JournalContents,
+    journal_warnings,
+    latest_by_attempt,
+    read_journal,
+    spending_records,
+)
 from ksi.runner.layout import RunLayout
 from ksi.runner.models import AttemptRecord, RunSummary, TaskSummary, is_solved
 from ksi.runner.run_state import load_run_state
@@ -134,15 +140,25 @@ def _skipped(record: AttemptRecord) -> int:
     return sum(record.skipped_counts.values()) or len(record.skipped_files)
 
 
-def summarize_run(run_dir: Path, *, solved_threshold: float | None = None) -> RunSummary:
-    """The summary of a run directory, from its journal and run.json alone."""
+def summarize_run(
+    run_dir: Path,
+    *,
+    solved_threshold: float | None = None,
+    journal: JournalContents | None = None,
+) -> RunSummary:
+    """The summary of a run directory, from its journal and run.json alone.
+
+    ``journal``: the journal's contents when the caller holds them already
+    (the driver that wrote it: :meth:`ksi.runner.journal.Journal.current`).
+    """
     layout = RunLayout(Path(run_dir).resolve())
     state = load_run_state(layout)
     config = state.config
     threshold = (
         solved_threshold if solved_threshold is not None else config.get("solved_threshold", 1.0)
     )
-    journal = read_journal(layout.journal)
+    if journal is None:
+        journal = read_journal(layout.journal)
     summary = summarize(
         journal.records,
         run_id=state.run_id or layout.root.name,
