@@ -466,3 +466,42 @@ def test_api_rejects_out_of_range_options_before_running(tmp_path: Path) -> None
     assert "concurrency: expected an integer >= 1" in message
     assert "wipe_workspace: expected True or False, got 'false'" in message
     assert not (tmp_path / "run").exists()
+
+
+class _CountingProgress:
+    """A progress display that remembers the most attempts it was told were running."""
+
+    def __init__(self) -> None:
+        self.running = self.most_running = self.finished = 0
+
+    def start(self, total: int, already_done: int, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def attempt_started(self) -> None:
+        self.running += 1
+        self.most_running = max(self.most_running, self.running)
+
+    def attempt_finished(self, record: AttemptRecord, solved: bool) -> None:
+        self.running -= 1
+        self.finished += 1
+
+    def close(self) -> None:
+        pass
+
+
+def test_progress_never_shows_more_running_attempts_than_the_concurrency(
+    tmp_path: Path,
+) -> None:
+    """The next attempt is launched before the finished one is journalled, but the
+    progress hears of the launch after the finish: 'running' never exceeds --concurrency."""
+    progress = _CountingProgress()
+    summary = run_cmd_agent(
+        tmp_path,
+        [dict(HELLO_TASK, task_id=f"t{i}") for i in range(8)],
+        "echo hi > repo/hello.txt",
+        concurrency=2,
+        progress=progress,
+    )
+    assert summary.solved_tasks == 8
+    assert progress.finished == 8 and progress.running == 0
+    assert progress.most_running == 2
