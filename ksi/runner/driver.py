@@ -748,9 +748,8 @@ class Driver:
                         self._on_outcome(outcome.job, record)  # journalled whatever stops us
                         raise
                     retry = self._on_outcome(outcome.job, record)
-                    for _ in range(
-                        launched
-                    ):  # after the finish: "running" never exceeds the window
+                    # Counted after the finish: "running" never exceeds the window.
+                    for _ in range(launched):
                         self.progress.attempt_started()
                     if retry is not None:
                         seq += 1
