@@ -46,17 +46,19 @@ import sys
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
 
 from ksi.environments.local import LocalHandle
 from ksi.environments.sandbox_expose import program_mounts
-from ksi.environments.sandbox_net import HostRelay
 from ksi.errors import EnvironmentFailure
 from ksi.hookspecs import hookimpl
 from ksi.interfaces import AttemptContext, Invocation
 from ksi.models import TaskSpec
+
+if TYPE_CHECKING:
+    from ksi.environments.sandbox_net import HostRelay
 
 HOME_SUBDIR = ".ksi/home"
 #: Host directories hidden behind an empty tmpfs (besides ``$HOME``).
@@ -255,6 +257,9 @@ class SandboxHandle(LocalHandle):
         if self.network != "endpoints" or not invocation.endpoints:
             yield self._process(invocation)
             return
+        # Imported here: the relay's asyncio costs `ksi run --help` ~20 ms.
+        from ksi.environments.sandbox_net import HostRelay
+
         with HostRelay(invocation.endpoints) as relay:
             yield self._process(invocation, relay)
 

@@ -10,7 +10,6 @@ import typer
 
 from ksi.errors import UserInputError
 from ksi_polyglot.images import BUILD_SCRIPT
-from ksi_polyglot.languages import LANGUAGES
 
 polyglot_app = typer.Typer(help="Aider's polyglot benchmark: build the language images.")
 
@@ -30,6 +29,8 @@ def build_images(
     Needs root, Docker and debootstrap; no registry is used. Runs the plugin's
     images/build-images.sh, which can also be run by hand.
     """
+    from ksi_polyglot.languages import LANGUAGES  # here: `ksi --help` need not import attrs
+
     names = [n.lower() for n in languages or []]
     unknown = [n for n in names if n not in LANGUAGES]
     if unknown:
