@@ -358,19 +358,7 @@ class SandboxEnvironment:
                     "expose= option (comma-separated absolute paths)"
                 )
         try:
-            with tempfile.TemporaryDirectory(prefix="ksi-bwrap-probe-") as tmp:
-                probe = Path(tmp).resolve()
-                argv = bwrap_args(
-                    binary,
-                    probe,
-                    network=self.network,
-                    hide_home=self.hide_home,
-                    expose=(),
-                    cwd=probe,
-                )
-                res = subprocess.run(
-                    [*argv, "--", "true"], capture_output=True, text=True, timeout=30
-                )
+            res = self._probe(binary, ["true"], network=self.network, timeout=30)
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise EnvironmentFailure(f"sandbox environment: cannot run {binary}: {exc}") from exc
         if res.returncode != 0:
@@ -390,21 +378,9 @@ class SandboxEnvironment:
         interpreter = relay_interpreter()
         hidden = hidden_roots(self.hide_home)
         check = [interpreter, "-I", "-S", "-c", "import socket, subprocess, threading"]
+        mounts = program_mounts(interpreter, "", hidden).bwrap_args()
         try:
-            with tempfile.TemporaryDirectory(prefix="ksi-bwrap-probe-") as tmp:
-                probe = Path(tmp).resolve()
-                argv = bwrap_args(
-                    binary,
-                    probe,
-                    network="none",
-                    hide_home=self.hide_home,
-                    expose=(),
-                    cwd=probe,
-                    mounts=program_mounts(interpreter, "", hidden).bwrap_args(),
-                )
-                res = subprocess.run(
-                    [*argv, "--", *check], capture_output=True, text=True, timeout=60
-                )
+            res = self._probe(binary, check, network="none", mounts=mounts, timeout=60)
         except (OSError, subprocess.TimeoutExpired) as exc:
             res = subprocess.CompletedProcess(check, 1, "", str(exc))
         if res.returncode != 0:
@@ -414,6 +390,31 @@ class SandboxEnvironment:
                 f"sandbox ({detail}); it carries the agent's model calls (network=endpoints, "
                 "the default). Show its installation with expose=PATH, or use network=host "
                 "(the host's network) or network=none (no network)"
+            )
+
+    def _probe(
+        self,
+        binary: str,
+        argv: Sequence[str],
+        *,
+        network: str,
+        mounts: Sequence[str] = (),
+        timeout: float,
+    ) -> subprocess.CompletedProcess[str]:
+        """``argv`` in a throw-away sandbox made as an attempt's is (what ``prepare`` checks)."""
+        with tempfile.TemporaryDirectory(prefix="ksi-bwrap-probe-") as tmp:
+            probe = Path(tmp).resolve()
+            sandbox = bwrap_args(
+                binary,
+                probe,
+                network=network,
+                hide_home=self.hide_home,
+                expose=(),
+                cwd=probe,
+                mounts=mounts,
+            )
+            return subprocess.run(
+                [*sandbox, "--", *argv], capture_output=True, text=True, timeout=timeout
             )
 
     def start(self, ctx: AttemptContext) -> SandboxHandle:
