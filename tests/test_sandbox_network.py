@@ -261,7 +261,10 @@ def test_through_ksi_run_the_agent_reaches_its_endpoint_and_the_grader_nothing(
     tmp_path: Path, servers: tuple[Server, Server]
 ) -> None:
     model, _ = servers
-    fetch = f"{sys.executable} -I -c {shlex.quote(FETCH)} {model.url(path='/agent')}"
+    # The base interpreter, shown by expose= below: the venv's python may live in a /tmp
+    # checkout, and a program named inside a shell command is not looked for.
+    python = os.path.realpath(sys.executable)
+    fetch = f"{python} -I -c {shlex.quote(FETCH)} {model.url(path='/agent')}"
     task = {
         "task_id": "net",
         "prompt": "fetch",

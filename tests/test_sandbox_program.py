@@ -16,7 +16,12 @@ from pathlib import Path
 import pytest
 from docker_support import needs_bwrap
 
-from ksi.environments.sandbox import SandboxEnvironment, SandboxHandle, hidden_roots
+from ksi.environments.sandbox import (
+    SandboxEnvironment,
+    SandboxHandle,
+    hidden_roots,
+    unseen_roots,
+)
 from ksi.environments.sandbox_expose import program_mounts
 from ksi.interfaces import AttemptContext, Invocation
 from ksi.models import TaskSpec
@@ -139,3 +144,22 @@ def test_a_visible_program_on_path_wins_over_a_hidden_one(tmp_path: Path, home: 
         log_cap_bytes=100_000,
     )
     assert (res.exit_code, out.read_text()) == (0, "visible\n")
+
+
+def test_a_program_under_tmp_runs_although_the_sandbox_has_its_own_tmp(
+    tmp_path: Path, home: Path
+) -> None:
+    """A venv made in /tmp (a CI checkout's) is shown as one under a hidden home is."""
+    if Path("/tmp").resolve() not in tmp_path.resolve().parents:
+        pytest.skip(f"pytest's temporary directory {tmp_path} is not under /tmp")
+    venv = tmp_path / "tmpvenv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = str(venv / "bin" / "python")
+    mounts = program_mounts(python, "", unseen_roots(True))
+    assert "/tmp" not in mounts.binds and str(tmp_path) not in mounts.binds
+    assert any(link == python for _, link in mounts.symlinks) or python in mounts.binds
+    handle = _start(tmp_path, home)
+    assert _run(handle, (python, "-I", "-c", "print('ran')"), tmp_path) == (0, "ran\n")
+    # The same with /tmp left out of what is looked under: the program is not found inside.
+    hidden_only = program_mounts(python, "", hidden_roots(True))
+    assert not any(link == python for _, link in hidden_only.symlinks)

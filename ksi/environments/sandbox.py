@@ -118,6 +118,21 @@ def hidden_roots(hide_home: bool) -> list[Path]:
     return sorted({Path(p).resolve() for p in hidden if Path(p).is_dir()})
 
 
+#: Host directories every sandbox replaces with its own empty, private ones.
+PRIVATE_TMP_DIRS = ("/tmp", "/var/tmp")
+
+
+def unseen_roots(hide_home: bool) -> list[Path]:
+    """What a sandboxed process cannot see of the host: the hidden homes and ``/tmp``.
+
+    The roots a program's installation is looked for under (a venv made in
+    ``/tmp`` is as invisible inside as one under ``/root``); the homes are
+    :func:`hidden_roots`, ``/tmp`` and ``/var/tmp`` are the private tmpfs.
+    """
+    tmp = {Path(p).resolve() for p in PRIVATE_TMP_DIRS if Path(p).is_dir()}
+    return sorted(tmp.union(hidden_roots(hide_home)))
+
+
 def relay_interpreter() -> str:
     """KSI's own base interpreter (a venv's ``python`` resolved): it runs the in-sandbox relay."""
     if not sys.executable:
@@ -210,7 +225,8 @@ def bwrap_args(
     host's network; anything else is the sandbox's own, loopback only.
     """
     args = [binary, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
-    args += ["--tmpfs", "/tmp", "--tmpfs", "/var/tmp"]
+    for tmp in PRIVATE_TMP_DIRS:
+        args += ["--tmpfs", tmp]
     # Resolved (/var/run is a link to /run), each once, parents before children.
     for root in hidden_roots(hide_home):
         args += ["--tmpfs", str(root)]
@@ -270,7 +286,7 @@ class SandboxHandle(LocalHandle):
         # Per exec, not per attempt: a run started since then is hidden too.
         runs = run_dirs_to_hide(self.attempt_dir) if self.attempt_dir is not None else []
         env = sandbox_env(self.base_env, invocation.env, self.host_workspace)
-        hidden = hidden_roots(self.hide_home)
+        hidden = unseen_roots(self.hide_home)
         program = list(invocation.argv)
         shown = program_mounts(program[0], env.get("PATH", os.defpath), hidden, cwd=cwd)
         mounts = shown.bwrap_args()
@@ -376,7 +392,7 @@ class SandboxEnvironment:
     def _probe_relay(self, binary: str) -> None:
         """Check that KSI's Python, which carries the agent's model calls, runs in a sandbox."""
         interpreter = relay_interpreter()
-        hidden = hidden_roots(self.hide_home)
+        hidden = unseen_roots(self.hide_home)
         check = [interpreter, "-I", "-S", "-c", "import socket, subprocess, threading"]
         mounts = program_mounts(interpreter, "", hidden).bwrap_args()
         try:
