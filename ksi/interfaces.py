@@ -102,8 +102,23 @@ class Endpoint:
             raise ValueError(f"{url!r} is not an http(s) URL with a host")
         return cls(parts.hostname, parts.port or _DEFAULT_PORTS[parts.scheme])
 
+    @property
+    def is_loopback(self) -> bool:
+        """Whether the host is a loopback IP address (a name, even ``localhost``, is not)."""
+        import ipaddress
+
+        try:
+            return ipaddress.ip_address(self.host).is_loopback
+        except ValueError:
+            return False
+
     def __str__(self) -> str:
-        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+        return host_port(self.host, self.port)
+
+
+def host_port(host: str, port: int) -> str:
+    """``host:port``, an IPv6 address in brackets: how endpoints are written to users."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 @attrs.frozen

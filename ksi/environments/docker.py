@@ -53,7 +53,7 @@ from ksi.environments.images import (
 from ksi.errors import EnvironmentFailure, UserInputError
 from ksi.fstree import copy_tree
 from ksi.hookspecs import hookimpl
-from ksi.interfaces import AttemptContext, ExecResult, Invocation
+from ksi.interfaces import AttemptContext, Endpoint, ExecResult, Invocation
 from ksi.models import TaskSpec
 from ksi.proc import TAG_VAR, new_tag, read_tail, run_process
 from ksi.task_parts import CAPABILITY_SETS
@@ -240,19 +240,12 @@ def container_settings(
 
 def is_loopback_url(url: str) -> bool:
     """Whether ``url``'s host is a loopback name or address (``localhost``, 127.x, ``::1``)."""
-    import ipaddress
-    from urllib.parse import urlsplit
-
     try:
-        host = urlsplit(url).hostname or ""
+        endpoint = Endpoint.from_url(url)
     except ValueError:
         return False
-    if host == "localhost" or host.endswith(".localhost"):
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+    host = endpoint.host
+    return host == "localhost" or host.endswith(".localhost") or endpoint.is_loopback
 
 
 def _bind(host: Path, target: str) -> list[str]:

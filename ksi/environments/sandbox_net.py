@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ipaddress
 import shutil
 import tempfile
 import threading
@@ -39,7 +38,7 @@ from urllib.parse import urlsplit
 
 from ksi.environments import sandbox_relay
 from ksi.errors import EnvironmentFailure
-from ksi.interfaces import Endpoint
+from ksi.interfaces import Endpoint, host_port
 
 #: Where the relay's directory appears inside the sandbox (under its private /tmp).
 INSIDE_DIR = "/tmp/.ksi-net"
@@ -57,20 +56,11 @@ _Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter, Endpoint | None
 _Serve = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 
 
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` is a loopback IP address (a name, even ``localhost``, is not)."""
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 def refusal(host: str, port: int, declared: Sequence[Endpoint]) -> str:
     """The line the agent's log gets for a connection the sandbox refused."""
     allowed = ", ".join(str(e) for e in declared) or "none"
-    target = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
     return (
-        f"sandbox: refused connection to {target}; the agent declared {allowed}; "
+        f"sandbox: refused connection to {host_port(host, port)}; the agent declared {allowed}; "
         "use --environment-option network=host to allow all"
     )
 
@@ -85,7 +75,7 @@ class HostRelay:
 
     def __init__(self, endpoints: Sequence[Endpoint]) -> None:
         self.endpoints = tuple(dict.fromkeys(endpoints))
-        self.direct = tuple(e for e in self.endpoints if is_loopback(e.host))
+        self.direct = tuple(e for e in self.endpoints if e.is_loopback)
         used = {e.port for e in self.direct}
         self.proxy_port = next(p for p in range(PROXY_PORT, 65536) if p not in used)
         self.dir = Path(tempfile.mkdtemp(prefix="ksi-net-"))
@@ -251,7 +241,7 @@ class HostRelay:
         try:
             return await asyncio.open_connection(host, port)
         except OSError as exc:
-            target = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+            target = host_port(host, port)
             why = f"sandbox: cannot connect to {target} (declared by the agent): {exc}"
             writer.write(b"NO " + why.encode() + b"\n")
             writer.write(
