@@ -13,7 +13,7 @@ import pytest
 from ksi.agents.claude_code import ClaudeCodeAgent
 from ksi.environments.docker import DockerEnvironment, is_loopback_url
 from ksi.environments.local import LocalEnvironment
-from ksi.runner.endpoint import endpoint_warning
+from ksi.runner.safety import endpoint_warning
 
 
 @pytest.mark.parametrize(

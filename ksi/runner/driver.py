@@ -52,7 +52,6 @@ from ksi.runner.diskfull import (
     save_unless_disk_full,
     wipe_after_disk_full,
 )
-from ksi.runner.endpoint import endpoint_warning
 from ksi.runner.envscrub import agent_optional_env, missing_required, scrubbed_env
 from ksi.runner.generation_setup import (
     distillation_spend,
@@ -84,7 +83,7 @@ from ksi.runner.models import (
 from ksi.runner.phases import PhaseEvent, Phases, append_phase
 from ksi.runner.progress import NullProgress, Progress
 from ksi.runner.run_state import RunState, load_run_state, now, save_run_state
-from ksi.runner.safety import credential_warning
+from ksi.runner.safety import credential_warning, endpoint_warning
 from ksi.runner.summary import summarize_run
 from ksi.serialization import to_data
 

@@ -97,3 +97,21 @@ def credential_warning(
     if not names:
         return None
     return str(word(str(getattr(agent, "name", type(agent).__name__)), names))
+
+
+def endpoint_warning(environment: Any, agent: Any) -> str | None:
+    """The environment's warning that the agent's ``base_url`` is out of its reach, if any.
+
+    Some environments cannot reach every URL the host can: a container on
+    docker's ``bridge`` network has a loopback of its own, so
+    ``http://127.0.0.1:4000`` there is not the host's port 4000 and every model
+    call fails. The environment words it (an optional ``endpoint_warning(agent,
+    url)`` method, as :func:`credential_warning`'s); the run asks before its
+    first attempt, when the agent has a ``base_url``.
+    """
+    url = getattr(agent, "base_url", "")
+    word = getattr(environment, "endpoint_warning", None)
+    if not isinstance(url, str) or not url or not callable(word):
+        return None
+    said = word(str(getattr(agent, "name", type(agent).__name__)), url)
+    return str(said) if said else None
