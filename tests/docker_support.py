@@ -16,6 +16,10 @@ from pathlib import Path
 
 import pytest
 
+from ksi.environments.sandbox import SandboxEnvironment, SandboxHandle
+from ksi.interfaces import AttemptContext
+from ksi.models import TaskSpec
+
 ROOT = Path(__file__).resolve().parent.parent
 BUILD_SCRIPT = ROOT / ".ci" / "build-test-images.sh"
 #: The image every docker test runs: /bin/sh and busybox applets.
@@ -107,3 +111,28 @@ needs_docker = pytest.mark.skipif(
 needs_bwrap = pytest.mark.skipif(
     bwrap_unavailable() is not None, reason=f"needs bubblewrap: {bwrap_unavailable()}"
 )
+
+
+def start_sandbox(
+    env: SandboxEnvironment, tmp_path: Path, base_env: dict[str, str] | None = None
+) -> SandboxHandle:
+    """``env`` prepared and started for one attempt whose workspace (with ``repo/``) is in tmp_path.
+
+    ``base_env`` defaults to this process's PATH and a UTF-8 locale.
+    """
+    workspace = tmp_path / "attempt" / "workspace"
+    (workspace / "repo").mkdir(parents=True)
+    task = TaskSpec(id="t1")
+    env.prepare([task])
+    return env.start(
+        AttemptContext(
+            run_id="r",
+            task=task,
+            attempt=1,
+            attempt_dir=workspace.parent,
+            host_workspace=workspace,
+            base_env=base_env
+            if base_env is not None
+            else {"PATH": os.environ["PATH"], "LANG": "C.UTF-8"},
+        )
+    )

@@ -12,13 +12,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from docker_support import ROOT, needs_bwrap
+from docker_support import ROOT, needs_bwrap, start_sandbox
 from run_helpers import ksi, write_tasks
 
 from ksi.environments.sandbox import SandboxEnvironment, SandboxHandle
 from ksi.errors import EnvironmentFailure, OptionsError
-from ksi.interfaces import AttemptContext, Invocation
-from ksi.models import TaskSpec
+from ksi.interfaces import Invocation
 from ksi.options import create_component
 
 pytestmark = [pytest.mark.sandbox, needs_bwrap]
@@ -30,27 +29,6 @@ def _env(**options: str) -> SandboxEnvironment:
     )
     assert isinstance(env, SandboxEnvironment)
     return env
-
-
-def _start(
-    env: SandboxEnvironment, tmp_path: Path, base_env: dict[str, str] | None = None
-) -> SandboxHandle:
-    workspace = tmp_path / "attempt" / "workspace"
-    (workspace / "repo").mkdir(parents=True)
-    task = TaskSpec(id="t1")
-    env.prepare([task])
-    return env.start(
-        AttemptContext(
-            run_id="r",
-            task=task,
-            attempt=1,
-            attempt_dir=workspace.parent,
-            host_workspace=workspace,
-            base_env=base_env
-            if base_env is not None
-            else {"PATH": os.environ["PATH"], "LANG": "C.UTF-8"},
-        )
-    )
 
 
 def _run(
@@ -81,7 +59,7 @@ def _sh(
 def test_the_workspace_is_the_only_writable_place(tmp_path: Path) -> None:
     outside = tmp_path / "outside"
     outside.mkdir()
-    handle = _start(_env(), tmp_path)
+    handle = start_sandbox(_env(), tmp_path)
     _, out, err, _ = _sh(
         handle,
         f"pwd; echo made > made.txt; echo x > {outside}/escaped.txt; "
@@ -113,7 +91,7 @@ def fake_home(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
 def test_the_host_home_cannot_be_read(tmp_path: Path, fake_home: Path) -> None:
     secret = fake_home / ".config" / "credentials"
     assert secret.read_text() == "top-secret-token\n"  # readable outside the sandbox
-    handle = _start(_env(), tmp_path)
+    handle = start_sandbox(_env(), tmp_path)
     _, out, err, _ = _sh(
         handle,
         f'cat {secret}; echo "home=$HOME"; ls -A "$HOME" | wc -l; ls -A /root | wc -l',
@@ -129,7 +107,7 @@ def test_the_host_home_cannot_be_read(tmp_path: Path, fake_home: Path) -> None:
 
 
 def test_the_workspace_is_usable_even_under_a_hidden_home(tmp_path: Path, fake_home: Path) -> None:
-    handle = _start(_env(), fake_home)  # workspace inside the (hidden) home directory
+    handle = start_sandbox(_env(), fake_home)  # workspace inside the (hidden) home directory
     code, out, _, _ = _sh(handle, "echo ok > made.txt && cat made.txt", tmp_path)
     handle.stop()
     assert (code, out) == (0, "ok\n")
@@ -161,9 +139,9 @@ def test_no_network_by_default_and_host_network_when_asked(tmp_path: Path) -> No
     # bash's /dev/tcp: no client tool needed, and bash is outside any hidden home.
     connect = ("/bin/bash", "-c", f"exec 3<>/dev/tcp/127.0.0.1/{listener.port} && head -1 <&3")
     try:
-        offline = _start(_env(), tmp_path / "a")
+        offline = start_sandbox(_env(), tmp_path / "a")
         no_code, no_out, no_err, _ = _run(offline, connect, tmp_path)
-        online = _start(_env(network="host"), tmp_path / "b")
+        online = start_sandbox(_env(network="host"), tmp_path / "b")
         ok_code, ok_out, _, _ = _run(online, connect, tmp_path)
     finally:
         listener.sock.close()
@@ -187,7 +165,7 @@ def _sleepers(marker: str) -> list[int]:
 
 def test_no_process_survives_a_timeout(tmp_path: Path) -> None:
     marker = str(7_000_000 + uuid.uuid4().int % 1_000_000)
-    handle = _start(_env(), tmp_path)
+    handle = start_sandbox(_env(), tmp_path)
     code, _, _, timed_out = _sh(
         handle,
         f"sleep {marker} & setsid sleep {marker} & (sleep {marker} &); exec sleep {marker}",
@@ -201,7 +179,7 @@ def test_no_process_survives_a_timeout(tmp_path: Path) -> None:
 
 def test_background_processes_do_not_outlive_the_exec(tmp_path: Path) -> None:
     marker = str(8_000_000 + uuid.uuid4().int % 1_000_000)
-    handle = _start(_env(), tmp_path)
+    handle = start_sandbox(_env(), tmp_path)
     code, _, _, _ = _sh(handle, f"setsid sleep {marker} & echo started", tmp_path)
     assert code == 0
     assert _sleepers(marker) == []
@@ -212,7 +190,7 @@ def test_halt_leaves_no_process_even_one_that_left_the_session_and_cleared_its_e
 ) -> None:
     """What escapes the tree kill on ``local`` (``setsid env -i``) dies with the PID namespace."""
     marker = str(9_000_000 + uuid.uuid4().int % 1_000_000)
-    handle = _start(_env(), tmp_path)
+    handle = start_sandbox(_env(), tmp_path)
     try:
         code, _, _, _ = _sh(handle, f"setsid env -i sleep {marker} & echo started", tmp_path)
         assert code == 0
@@ -236,7 +214,7 @@ def test_environment_is_scrubbed_and_capabilities_dropped(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("KSI_TEST_HOST_ONLY_SECRET", "leak")
-    handle = _start(
+    handle = start_sandbox(
         _env(), tmp_path, base_env={"PATH": os.environ["PATH"], "API_KEY": "k", "TMPDIR": "/x"}
     )
     _, out, _, _ = _sh(handle, "env; grep -E '^Cap(Eff|Prm)' /proc/self/status", tmp_path)
@@ -249,7 +227,7 @@ def test_environment_is_scrubbed_and_capabilities_dropped(
 
 @pytest.mark.skipif(not Path("/run/docker.sock").exists(), reason="no docker socket on host")
 def test_container_engine_socket_is_masked(tmp_path: Path) -> None:
-    handle = _start(_env(), tmp_path)
+    handle = start_sandbox(_env(), tmp_path)
     code, _, _, _ = _sh(handle, "test -S /run/docker.sock", tmp_path)
     assert code == 1
 
@@ -257,7 +235,7 @@ def test_container_engine_socket_is_masked(tmp_path: Path) -> None:
 def test_copy_in_and_out_through_the_workspace(tmp_path: Path) -> None:
     src = tmp_path / "tests.sh"
     src.write_text("echo hidden-test\n")
-    handle = _start(_env(), tmp_path)
+    handle = start_sandbox(_env(), tmp_path)
     handle.copy_in(src, "grader/tests.sh")
     handle.copy_in(src, "repo/t.sh")
     code, out, _, _ = _sh(handle, "sh ../grader/tests.sh; sh t.sh", tmp_path)
@@ -369,7 +347,7 @@ def test_the_hide_option_hides_more_paths(tmp_path: Path) -> None:
     secret_dir = Path(tempfile.mkdtemp(prefix=".ksi-test-hide-", dir=ROOT))
     try:
         (secret_dir / "key").write_text("hide-me\n")
-        handle = _start(_env(hide=str(secret_dir)), tmp_path)
+        handle = start_sandbox(_env(hide=str(secret_dir)), tmp_path)
         _, out, _, _ = _sh(handle, f"cat {secret_dir}/key; ls -A {secret_dir} | wc -l", tmp_path)
         handle.stop()
     finally:

@@ -17,13 +17,12 @@ from pathlib import Path
 
 import attrs
 import pytest
-from docker_support import needs_bwrap
+from docker_support import needs_bwrap, start_sandbox
 from run_helpers import journal_lines, ksi, write_tasks
 
 from ksi.environments.sandbox import SandboxEnvironment, SandboxHandle
 from ksi.errors import EnvironmentFailure
-from ksi.interfaces import AttemptContext, Endpoint, Invocation
-from ksi.models import TaskSpec
+from ksi.interfaces import Endpoint, Invocation
 
 pytestmark = [pytest.mark.sandbox, needs_bwrap]
 
@@ -97,21 +96,7 @@ def servers() -> Iterator[tuple[Server, Server]]:
 
 
 def _start(tmp_path: Path, **options: str) -> SandboxHandle:
-    workspace = tmp_path / "attempt" / "workspace"
-    workspace.mkdir(parents=True)
-    env = SandboxEnvironment(**options)  # type: ignore[arg-type]
-    task = TaskSpec(id="t1")
-    env.prepare([task])
-    return env.start(
-        AttemptContext(
-            run_id="r",
-            task=task,
-            attempt=1,
-            attempt_dir=workspace.parent,
-            host_workspace=workspace,
-            base_env={"PATH": os.environ["PATH"], "LANG": "C.UTF-8"},
-        )
-    )
+    return start_sandbox(SandboxEnvironment(**options), tmp_path)  # type: ignore[arg-type]
 
 
 def _python(

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from docker_support import needs_bwrap
+from docker_support import needs_bwrap, start_sandbox
 
 from ksi.environments.sandbox import (
     SandboxEnvironment,
@@ -23,8 +23,7 @@ from ksi.environments.sandbox import (
     unseen_roots,
 )
 from ksi.environments.sandbox_expose import program_mounts
-from ksi.interfaces import AttemptContext, Invocation
-from ksi.models import TaskSpec
+from ksi.interfaces import Invocation
 
 pytestmark = [pytest.mark.sandbox, needs_bwrap]
 
@@ -59,22 +58,8 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def _start(tmp_path: Path, home: Path) -> SandboxHandle:
-    workspace = tmp_path / "attempt" / "workspace"
-    workspace.mkdir(parents=True)
-    env = SandboxEnvironment()
-    task = TaskSpec(id="t1")
-    env.prepare([task])
     path = f"{home}/venvs/tool/bin:{home}/.local/bin:{os.environ['PATH']}"
-    return env.start(
-        AttemptContext(
-            run_id="r",
-            task=task,
-            attempt=1,
-            attempt_dir=workspace.parent,
-            host_workspace=workspace,
-            base_env={"PATH": path, "LANG": "C.UTF-8"},
-        )
-    )
+    return start_sandbox(SandboxEnvironment(), tmp_path, {"PATH": path, "LANG": "C.UTF-8"})
 
 
 def _run(handle: SandboxHandle, argv: tuple[str, ...], tmp_path: Path) -> tuple[int | None, str]:
