@@ -1,14 +1,16 @@
-"""Writing starting files: the few file operations the task model needs (copying a tree is
-:func:`ksi.fstree.copy_tree`).
+"""Writing files: starting files, scratch directories, JSON written atomically (copying a
+tree is :func:`ksi.fstree.copy_tree`).
 
 Kept at the bottom of the package (it imports nothing from KSI) so that
 :class:`ksi.task_parts.StartingFiles` can seed a workspace without importing
-the task sources or the runner.
+the task sources or the runner, and the CLI can write its cache without
+importing cattrs.
 """
 
 from __future__ import annotations
 
 import atexit
+import json
 import os
 import shutil
 import tempfile
@@ -16,6 +18,7 @@ import threading
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 
 def write_files(dest: Path, files: Mapping[str, str]) -> None:
@@ -64,3 +67,38 @@ _SCRATCH = _ScratchRoot()
 def scratch_dir() -> Path:
     """A new empty directory that lives until this process exits."""
     return _SCRATCH.new_dir()
+
+
+def write_json_atomic(
+    path: Path,
+    data: Any,
+    *,
+    durable: bool = True,
+    indent: int | None = 2,
+    parents: bool = True,
+) -> None:
+    """Write JSON so a reader sees either the old file or the new one, never half of one.
+
+    ``durable=False`` skips the fsync, for copies of data whose durable home
+    is elsewhere (an attempt's ``record.json`` duplicates its journal line);
+    ``indent=None`` writes one line with the (much faster) C encoder.
+    ``parents=False`` raises ``FileNotFoundError`` rather than re-creating a
+    directory that was deleted (a run directory removed while the run goes).
+    A failure (a full disk...) leaves the old file as it was and no
+    temporary file behind.
+    """
+    if parents:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            # dumps, not dump: only a one-shot encode uses the C encoder
+            fh.write(json.dumps(data, indent=indent, ensure_ascii=False, default=str))
+            fh.write("\n")
+            fh.flush()
+            if durable:
+                os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
