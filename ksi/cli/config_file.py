@@ -27,7 +27,6 @@ import typer
 import typer.core
 
 from ksi.errors import ProblemsError, UserInputError
-from ksi.models import Problem
 
 #: Parameters that cannot come from a file (the file itself, help).
 NOT_IN_FILE = frozenset({"config_file", "help"})
@@ -95,6 +94,8 @@ def _relative_to(base: Path, raw: Any, converted: Any) -> Any:
 def load_defaults(path: Path, command: Any, ctx: Any) -> dict[str, Any]:
     """Parameter name -> value from the TOML file at ``path``, checked against ``command``."""
     import tomllib  # only when a file is given
+
+    from ksi.models import Problem  # not at import: `ksi run --help` need not build the models
 
     try:
         text = path.read_text(encoding="utf-8")
