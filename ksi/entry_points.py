@@ -20,6 +20,9 @@ import re
 import sys
 from typing import Any
 
+#: The group KSI's plugins declare their entry point in (``[ksi]`` in entry_points.txt).
+KSI_GROUP = "ksi"
+
 _VALUE = re.compile(r"^(?P<module>[\w.]+)\s*(?::\s*(?P<attr>[\w.]+)\s*)?(?:\[.*\])?\s*$")
 
 

@@ -29,7 +29,7 @@ from typing import Any
 import pluggy
 
 from ksi import hookspecs
-from ksi.entry_points import EntryPoint, entry_points, normalize
+from ksi.entry_points import KSI_GROUP, EntryPoint, entry_points, normalize
 from ksi.errors import DuplicateComponentError, PluginError
 from ksi.registry import Registry, component_name
 
@@ -117,7 +117,7 @@ def plural(kind: str) -> str:
     return kind[:-1] + "ies" if kind.endswith("y") else kind + "s"
 
 
-ENTRY_POINT_GROUP = "ksi"
+ENTRY_POINT_GROUP = KSI_GROUP
 IN_PROCESS = "(in-process)"
 HOOK_PREFIX = "ksi_"
 

@@ -14,6 +14,15 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def env_without_ksi_settings(**extra: str) -> dict[str, str]:
+    """os.environ without the KSI_* defaults a developer may have set, plus ``extra``.
+
+    ``KSI_CACHE_DIR`` stays: each test has its own (conftest), never the user's.
+    """
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KSI_") or k == "KSI_CACHE_DIR"}
+    return {**env, **extra}
+
+
 def write_tasks(path: Path, records: Sequence[dict[str, Any]]) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(json.dumps(r) + "\n" for r in records))

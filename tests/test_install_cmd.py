@@ -15,6 +15,7 @@ import sysconfig
 from pathlib import Path
 
 import pytest
+from run_helpers import env_without_ksi_settings
 from typer.testing import CliRunner
 
 from ksi.cli import build_app
@@ -51,7 +52,7 @@ def fresh_venv(path: Path) -> Path:
 
 
 def ksi(python: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("KSI_")}
+    env = env_without_ksi_settings()
     env["KSI_INSTALLER"] = "pip"
     return subprocess.run(
         [str(python), "-m", "ksi", *args],

@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from run_helpers import journal_lines, ksi, write_tasks
+from run_helpers import env_without_ksi_settings, journal_lines, ksi, write_tasks
 
 ADD_EVAL = "python3 -c 'from calc import add; assert add(2, 3) == 5'"
 GREATEST_TESTS = "from greatest import greatest\nassert greatest([3, 9, 2]) == 9\n"
@@ -260,7 +260,7 @@ def test_an_unsupported_tasks_file_names_the_source_that_reads_it(tmp_path: Path
     (info / "entry_points.txt").write_text("[ksi]\ncsv = ksi_csv_tasks\n")
     tasks = tmp_path / "tasks.csv"
     tasks.write_text("id,prompt\n")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("KSI_")}
+    env = env_without_ksi_settings()
     env["PYTHONPATH"] = str(site)
     result = subprocess.run(
         [sys.executable, "-m", "ksi", "run", str(tasks), "--agent", "nop"],
@@ -295,7 +295,7 @@ def test_tasks_list_names_the_plugin_evaluator_of_tasks_without_a_command(
     )
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: ksi-graded\nVersion: 1.0\n")
     (info / "entry_points.txt").write_text("[ksi]\ngraded = ksi_graded\n")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("KSI_")}
+    env = env_without_ksi_settings()
     env["PYTHONPATH"] = str(site)
     result = subprocess.run(
         [sys.executable, "-m", "ksi", "tasks", "list", str(tmp_path), "--task-source", "graded"],

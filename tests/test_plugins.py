@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import importlib
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -22,6 +21,7 @@ from typing import Any, ClassVar
 import attrs
 import pytest
 import typer
+from run_helpers import env_without_ksi_settings
 from typer.testing import CliRunner
 
 from ksi import hookimpl
@@ -77,7 +77,7 @@ class Site:
 
     def env(self, **extra: str) -> dict[str, str]:
         """os.environ for a subprocess that sees this site, without KSI_* plugin settings."""
-        env = {k: v for k, v in os.environ.items() if not k.startswith("KSI_")}
+        env = env_without_ksi_settings()
         env["PYTHONPATH"] = str(self.root)
         env.update(extra)
         return env
@@ -479,7 +479,7 @@ def test_ksi_plugins_draws_a_table_on_a_terminal(
 
 
 def test_ksi_plugins_without_third_party_plugins_says_so(tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("KSI_")}
+    env = env_without_ksi_settings()
     proc = ksi_cli("plugins", env={**env, "KSI_LOAD_PLUGINS": ""}, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "No plugins installed (--all includes KSI's built-in plugins)."

@@ -7,7 +7,6 @@ plugin must add an option to ``ksi run`` (CliRunner on a fresh app).
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import textwrap
@@ -23,7 +22,7 @@ from typer.testing import CliRunner
 from ksi import hookimpl
 from ksi.cli import build_app
 from ksi.environments.local import LocalEnvironment
-from tests.run_helpers import journal_lines, write_tasks
+from tests.run_helpers import env_without_ksi_settings, journal_lines, write_tasks
 
 #: The temporary site directory fixture of test_plugins.py (real installed plugins).
 site = test_plugins.site
@@ -42,8 +41,7 @@ def _tasks(path: Path, ids: tuple[str, ...] = ("a", "b", "c")) -> Path:
 
 def _clean_env(**extra: str) -> dict[str, str]:
     """os.environ without any KSI_* default a developer may have set, plus ``extra``."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("KSI_")}
-    return {**env, **extra}
+    return env_without_ksi_settings(**extra)
 
 
 def _ksi(*args: str, cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:

@@ -99,22 +99,40 @@ class RootGroup(typer.core.TyperGroup):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._modules: dict[str, dict[str, Any]] = {}
+        #: Built-in command modules' commands as registered, and those converted (on demand).
+        self._holders: dict[str, typer.Typer] = {}
+        self._commands: dict[str, Any] = {}
         self._plugin_commands: dict[str, Any] | None = None
 
     # -- built-ins ----------------------------------------------------------
     def _builtin(self, name: str) -> Any:
-        module_name = BUILTIN_COMMANDS[name][0]
-        commands = self._modules.get(module_name)
-        if commands is None:
-            module = importlib.import_module(f"ksi.cli.{module_name}")
-            holder = typer.Typer(rich_markup_mode=None)  # as the root: plain help, no rich
-            module.register(holder)
-            from ksi.cli.help_format import plain_help
+        command = self._commands.get(name)
+        if command is None:
+            module_name = BUILTIN_COMMANDS[name][0]
+            holder = self._holders.get(module_name)
+            if holder is None:
+                holder = typer.Typer(rich_markup_mode=None)  # as the root: plain help, no rich
+                importlib.import_module(f"ksi.cli.{module_name}").register(holder)
+                self._holders[module_name] = holder
+            command = self._commands[name] = _command_of(holder, name)
+        return command
 
-            commands = {n: plain_help(c) for n, c in typer.main.get_group(holder).commands.items()}
-            self._modules[module_name] = commands
-        return commands[name]
+    def _builtin_for_help(self, ctx: Any, name: str, args: list[str]) -> Any | None:
+        """``name`` built the quicker way its module offers for help, if ``args`` ask for help.
+
+        A module may define ``register_for_help(app) -> bool``: what
+        ``register`` adds, from caches, good only for printing help (``ksi run``'s
+        component flags without loading plugins). ``None``: build the command
+        as usual (the module has no such way, it declined, or ``args`` ask for
+        more than help).
+        """
+        module = importlib.import_module(f"ksi.cli.{BUILTIN_COMMANDS[name][0]}")
+        register_for_help = getattr(module, "register_for_help", None)
+        holder = typer.Typer(rich_markup_mode=None)
+        if register_for_help is None or not register_for_help(holder):
+            return None
+        command = _command_of(holder, name)
+        return command if _asks_for_help(command, ctx, name, args) else None
 
     # -- plugins ------------------------------------------------------------
     def plugin_commands(self) -> dict[str, Any]:
@@ -159,6 +177,23 @@ class RootGroup(typer.core.TyperGroup):
     def list_commands(self, ctx: Any) -> list[str]:
         return [*BUILTIN_COMMANDS, *self._listed_plugin_commands()]
 
+    def resolve_command(self, ctx: Any, args: list[str]) -> tuple[str | None, Any, list[str]]:
+        """The command ``args`` name; a built-in asked only for its help, built for that.
+
+        With ``-v``/``--debug`` a command is always built in full: its
+        plugins load, so their failures can be reported.
+        """
+        name = args[0] if args else ""
+        verbose = ctx.params.get("verbose") or ctx.params.get("debug")
+        # Cheap first look (the help option's names, inherited by every command's context):
+        # a command line without one is never help, and is not parsed twice.
+        if name in BUILTIN_COMMANDS and not verbose and set(ctx.help_option_names) & set(args):
+            command = self._builtin_for_help(ctx, name, args[1:])
+            if command is not None:
+                return name, command, args[1:]
+        resolved: tuple[str | None, Any, list[str]] = super().resolve_command(ctx, args)
+        return resolved
+
     def get_command(self, ctx: Any, cmd_name: str) -> Any:
         if cmd_name in BUILTIN_COMMANDS:
             return self._builtin(cmd_name)
@@ -184,6 +219,35 @@ class RootGroup(typer.core.TyperGroup):
             return super().invoke(ctx)
         except KsiError as exc:
             raise fail(exc) from None
+
+
+def _command_of(holder: typer.Typer, name: str) -> Any:
+    """The click command ``name`` of a module's registered commands, converting no other."""
+    only = typer.Typer(rich_markup_mode=None)
+    only.registered_commands = [c for c in holder.registered_commands if c.name == name]
+    only.registered_groups = [g for g in holder.registered_groups if g.name == name]
+    from ksi.cli.help_format import plain_help
+
+    return plain_help(typer.main.get_group(only).commands[name])
+
+
+def _asks_for_help(command: Any, parent: Any, name: str, args: list[str]) -> bool:
+    """Whether click, parsing ``args`` for ``command``, would meet its help option.
+
+    Click's own parser splits the arguments (an option's value that reads
+    ``--help`` is a value, ``--`` ends the options); nothing is converted or
+    called. Arguments it cannot parse are not a request for help: the command
+    built in full reports them.
+    """
+    ctx = command.context_class(command, info_name=name, parent=parent, **command.context_settings)
+    help_option = command.get_help_option(ctx)
+    if help_option is None:
+        return False
+    try:
+        opts, _, _ = command.make_parser(ctx).parse_args(args=list(args))
+    except Exception:  # click's UsageError (click's or typer's own copy of click)
+        return False
+    return bool(opts.get(help_option.name))
 
 
 def _version_callback(value: bool) -> None:

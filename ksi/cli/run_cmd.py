@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import inspect
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -53,6 +53,7 @@ from ksi.limits import MAX_TIMEOUT_SEC
 from ksi.text import printable
 
 if TYPE_CHECKING:
+    from ksi.cli.run_flags_cache import Row
     from ksi.runner.driver import RunPlan
     from ksi.runner.progress import Progress
 
@@ -647,25 +648,13 @@ SHORTCUT_FIELDS = {ENVIRONMENT: "environment_options", TASK_SOURCE: "task_source
 _SHORTCUTS_AFTER = {ENVIRONMENT: "environment_option", TASK_SOURCE: "task_source_option"}
 
 
-def component_flags(kind: str) -> list[tuple[str, str, str]]:
-    """``(flag, option, help)`` from every ``kind`` component's ``cli_options``.
-
-    Components are taken in name order; a flag declared twice keeps its
-    first declaration (``--network`` means ``network`` for every environment
-    that has one).
-    """
-    from ksi.plugins import registry
-
-    flags: dict[str, tuple[str, str, str]] = {}
-    for reg in registry(kind):
-        declared = getattr(reg.obj, "cli_options", None) or {}
-        for flag, (option, help_text) in declared.items():
-            flags.setdefault(flag, (flag, option, help_text))
-    return list(flags.values())
-
-
-def with_component_flags(command: Callable[..., None]) -> Callable[..., None]:
+def with_component_flags(
+    command: Callable[..., None], rows: Mapping[str, Sequence[Row]]
+) -> Callable[..., None]:
     """``command`` with one ``--flag`` option per environment and task source shortcut.
+
+    ``rows`` holds each kind's ``(flag, option, help)`` (from the plugins, or
+    from the help cache: :mod:`ksi.cli.run_flags_cache`).
 
     Each kind's flags are placed after its ``--*-option`` parameter. The
     values reach ``command`` through ``ctx.meta[SHORTCUTS]`` (kind -> option
@@ -678,7 +667,7 @@ def with_component_flags(command: Callable[..., None]) -> Callable[..., None]:
     extra: dict[str, tuple[str, str]] = {}  # parameter name -> (kind, option)
     for kind, after in _SHORTCUTS_AFTER.items():
         new_params = []
-        for flag, option, help_text in component_flags(kind):
+        for flag, option, help_text in rows[kind]:
             name = flag.lstrip("-").replace("-", "_")
             if not name.isidentifier() or name in taken or name in extra:
                 continue
@@ -709,11 +698,33 @@ def with_component_flags(command: Callable[..., None]) -> Callable[..., None]:
     return wrapper
 
 
-def register(app: typer.Typer) -> None:
-    app.command("run")(with_component_flags(run_command))
+def _register(app: typer.Typer, rows: Mapping[str, Sequence[Row]]) -> None:
+    app.command("run")(with_component_flags(run_command, rows))
     app.command("report")(report_command)
     app.command("regrade")(regrade_command)
     app.command("check")(check_command)
 
 
-__all__ = ["register"]
+def register(app: typer.Typer) -> None:
+    """The commands, ``ksi run`` with the flags every installed component declares now."""
+    from ksi.cli.run_flags_cache import rows_from_plugins
+
+    _register(app, rows_from_plugins(list(_SHORTCUTS_AFTER)))
+
+
+def register_for_help(app: typer.Typer) -> bool:
+    """The commands, ``ksi run``'s component flags from the help cache; False: no valid cache.
+
+    The root command uses this only to print help (:mod:`ksi.cli.app`), and
+    registers the commands anew with :func:`register` for anything else.
+    """
+    from ksi.cli.run_flags_cache import cached_rows
+
+    rows = cached_rows(list(_SHORTCUTS_AFTER))
+    if rows is None:
+        return False
+    _register(app, rows)
+    return True
+
+
+__all__ = ["register", "register_for_help"]
