@@ -5,6 +5,9 @@ Start-up time is spent only on what the command line asks for:
 * a built-in command's module is imported when that command runs (or shows
   its own help); ``ksi --help`` lists the built-ins from :data:`BUILTIN_COMMANDS`
   without importing any of them (tests check the summaries against the code);
+  only the command asked for is converted to a click command, and a command
+  line that asks only for a built-in's help may build it from caches
+  (``ksi run --help``: :mod:`ksi.cli.run_flags_cache`);
 * plugins are loaded only when their commands may be wanted: for the command
   list of ``ksi --help``, or a command name that is not a built-in;
 * a :class:`~ksi.errors.KsiError` from any command, built-in or a plugin's,

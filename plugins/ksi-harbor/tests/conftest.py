@@ -20,3 +20,11 @@ def harbor_plugin(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     yield
     unregister()
     reset_plugins()
+
+
+@pytest.fixture(autouse=True)
+def _own_cache_dir(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """KSI's caches (`ksi run --help`'s flags) in this test's own directory, never ~/.cache/ksi."""
+    monkeypatch.setenv("KSI_CACHE_DIR", str(tmp_path_factory.mktemp("ksi-cache")))

@@ -92,3 +92,11 @@ def sim_cluster() -> Iterator[SimCluster]:
     sim = SimCluster(cluster_utils, {"PATH": f"{FAKES}{os.pathsep}{os.environ['PATH']}"})
     yield sim
     sim.cluster.shutdown()
+
+
+@pytest.fixture(autouse=True)
+def _own_cache_dir(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """KSI's caches (`ksi run --help`'s flags) in this test's own directory, never ~/.cache/ksi."""
+    monkeypatch.setenv("KSI_CACHE_DIR", str(tmp_path_factory.mktemp("ksi-cache")))
