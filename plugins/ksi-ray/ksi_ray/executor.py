@@ -23,7 +23,6 @@ nodes, resuming, and what a dead node costs.
 from __future__ import annotations
 
 import collections
-import logging
 import os
 import platform
 import socket
@@ -31,7 +30,7 @@ import time
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
 
@@ -40,8 +39,10 @@ from ksi.runner.diskfull import save_unless_disk_full
 from ksi.runner.job import AttemptJob, JobOutcome, unpicklable_reason
 from ksi.runner.models import WORKER_LOST
 from ksi.serialization import to_data
-from ksi_ray.coordinator import Coordinator, NodeInfo
 from ksi_ray.shipping import pack_dir, relocated, unpack_dir
+
+if TYPE_CHECKING:  # the coordinator (and asyncio with it) loads when a session starts
+    from ksi_ray.coordinator import NodeInfo
 
 #: Seconds a node has to answer the start-of-session probe (a Docker image may be pulled).
 PROBE_TIMEOUT_SEC = 600.0
@@ -156,6 +157,7 @@ class RayExecutor:
         self._ray, self._connected_here = _connect(self.address)
         ray = self._ray
         from ksi_ray import worker
+        from ksi_ray.coordinator import Coordinator
 
         self._remote = {
             "attempt": ray.remote(worker.run_attempt),
@@ -446,6 +448,8 @@ class RayExecutor:
             try:
                 self._ray.cancel(ref, force=True)
             except Exception:
+                import logging  # only here and when connecting: not with every ksi command
+
                 logging.getLogger(__name__).debug("ray.cancel failed", exc_info=True)
 
     def shutdown(self) -> None:
@@ -513,6 +517,8 @@ def _connect(address: str) -> tuple[Any, bool]:
     Also whether this call connected it: a Python caller that has already
     called ``ray.init()`` keeps its connection (and ``address`` is not used).
     """
+    import logging
+
     try:
         import ray
     except ImportError as exc:  # pragma: no cover - ray is this plugin's dependency
