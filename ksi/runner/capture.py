@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import os
 import posixpath
 import stat
@@ -198,8 +199,6 @@ class _Capture:
     ) -> None:
         self.rule = protect
         self.live = os.path.abspath(live)
-        #: Where an absolute link target inside the live repo may point (both spellings).
-        self.live_roots = (self.live, os.path.realpath(self.live))
         self.seed = os.path.abspath(seed)
         self.dest = os.path.abspath(dest)
         self.max = max_file_bytes
@@ -215,6 +214,15 @@ class _Capture:
         self.seen_protected: dict[str, tuple[str, int | None]] = {}
         #: Symlinks written into dest, judged once everything is in place.
         self.links: list[str] = []
+
+    @functools.cached_property
+    def live_roots(self) -> tuple[str, str]:
+        """Where an absolute link target inside the live repo may point (both spellings).
+
+        Worked out at the first symlink: most repos have none, and resolving a
+        path costs a system call per component.
+        """
+        return (self.live, os.path.realpath(self.live))
 
     def skip(self, rel: str, kind: str, reason: str, size: int | None = None) -> None:
         self.kinds[kind] += 1
@@ -425,6 +433,8 @@ class _Capture:
         Dropping one link can leave another dangling, so this repeats until
         nothing changes. Returns how many links were kept.
         """
+        if not self.links:
+            return 0
         dest_real = os.path.realpath(self.dest)
         pending = list(self.links)
         resolved: dict[str, str] = {}
@@ -510,7 +520,7 @@ class _Capture:
     # -- the seed's test files ----------------------------------------------
 
     def _restore_protected(self, protected: dict[str, bool]) -> None:
-        seed_real = os.path.realpath(self.seed)
+        seed_real = ""  # resolved at the first link to restore (a system call per component)
         for rel in sorted(protected):
             self._note_tampering(rel)
             if not self._prepare_parents(rel):
@@ -530,6 +540,7 @@ class _Capture:
                 except OSError as exc:
                     self.skip(rel, "not_copied", f"test file not restored: {_why(exc)}")
                     continue
+                seed_real = seed_real or os.path.realpath(self.seed)
                 self._write_link(rel, target, (self.seed, seed_real))
             else:
                 self._copy_file(None, src, dst, rel, None)
