@@ -15,11 +15,17 @@ the top-level ``conftest.py``.
           ksi_plugin(my_plugin_module)
           source = ksi.plugins.registry("task source").get("my-source").obj()
           ...
+
+* ``ksi_cache_dir``: ``KSI_CACHE_DIR`` set to a new empty directory of the
+  test's own (returned), so a CLI the test runs (in-process or in a
+  subprocess) neither reads nor writes the user's ``~/.cache/ksi``, nor
+  another test's cache (``ksi run --help`` caches the flags of ``ksi run``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
@@ -39,6 +45,16 @@ def ksi_fresh_plugins(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     reset_plugins()
     yield
     reset_plugins()
+
+
+@pytest.fixture
+def ksi_cache_dir(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> Path:
+    """A cache directory of this test's own, in ``KSI_CACHE_DIR``."""
+    path = tmp_path_factory.mktemp("ksi-cache")
+    monkeypatch.setenv("KSI_CACHE_DIR", str(path))
+    return path
 
 
 @pytest.fixture

@@ -13,22 +13,13 @@ ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
 
 
-@pytest.fixture(scope="session")
-def _cache_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("ksi-cache")
-
-
 @pytest.fixture(autouse=True)
-def _own_cache_dir(
-    _cache_root: Path, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _own_cache_dir(ksi_cache_dir: Path) -> None:
     """KSI's caches (``ksi run --help``'s flags) in a directory of this test's own.
 
     The CLI, in-process or in a subprocess, never reads another test's cache or
-    the user's ``~/.cache/ksi``, and never writes there. (Made only if written.)
+    the user's ``~/.cache/ksi``, and never writes there (``ksi.testing``).
     """
-    name = "".join(c if c.isalnum() else "_" for c in request.node.nodeid)[-120:]
-    monkeypatch.setenv("KSI_CACHE_DIR", str(_cache_root / name))
 
 
 @pytest.fixture(autouse=True)

@@ -534,6 +534,15 @@ def test_ksi_fixtures_work_through_a_pytest11_entry_point(site: Site, tmp_path: 
 
             def test_gone_afterwards(ksi_fresh_plugins):
                 assert "mine" not in registry("task source")
+
+            def test_the_cli_caches_in_the_tests_own_directory(ksi_cache_dir):
+                import os, subprocess, sys
+                assert os.environ["KSI_CACHE_DIR"] == str(ksi_cache_dir)
+                assert list(ksi_cache_dir.iterdir()) == []
+                subprocess.run(
+                    [sys.executable, "-m", "ksi", "run", "--help"], check=True, capture_output=True
+                )
+                assert [p.suffix for p in ksi_cache_dir.iterdir()] == [".json"]
             """
         )
     )
@@ -546,7 +555,7 @@ def test_ksi_fixtures_work_through_a_pytest11_entry_point(site: Site, tmp_path: 
         timeout=300,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "2 passed" in proc.stdout
+    assert "3 passed" in proc.stdout
 
 
 # -- one test per registration hook (see tests/test_hooks_documented.py) -----------

