@@ -36,11 +36,20 @@ class EntryPoint:
     dist: str
     version: str
 
-    def load(self) -> Any:
-        """Import the module and return the object the entry point names."""
+    def _parts(self) -> re.Match[str]:
         match = _VALUE.match(self.value)
         if match is None:
             raise ValueError(f"entry point {self.name} = {self.value!r} is not module:attribute")
+        return match
+
+    @property
+    def module(self) -> str:
+        """The module the entry point names (``ValueError`` when its value is malformed)."""
+        return self._parts()["module"]
+
+    def load(self) -> Any:
+        """Import the module and return the object the entry point names."""
+        match = self._parts()
         obj: Any = importlib.import_module(match["module"])
         for part in (match["attr"] or "").split("."):
             if part:

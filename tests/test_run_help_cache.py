@@ -211,3 +211,37 @@ def test_a_plugin_that_failed_to_load_shows_its_flags_once_fixed(
     proc, _ = ksi_run("--help", site=flavoured, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "--fixed-flag" in flags(proc.stdout)
+
+
+def test_a_plugin_module_loaded_before_the_flags_are_read_is_still_watched(
+    site: Site,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """A Python caller that loaded the plugins before running ``ksi run`` in-process.
+
+    The plugin's hook module (here apart from its component's module) was
+    imported before the flags were read; editing it must still make the cache
+    stale, or help would keep the flags of what it registered before.
+    """
+    from ksi.cli.run_flags_cache import cached_rows, rows_from_plugins
+    from ksi.plugins import get_plugins
+
+    site.add("ksi-fake-env", FAKE_ENV, ep_name="unused")  # the component's module, on the path
+    (site.root / "ksi_fake_env-1.0.dist-info").rename(site.root / "unused")
+    hooks = site.root / "ksi_fake_hooks.py"
+    hooks.write_text(
+        "from ksi import hookimpl\n"
+        "from ksi_fake_env import FlavouredLocal\n\n\n"
+        "@hookimpl\n"
+        "def ksi_register_environments(register):\n"
+        "    register(FlavouredLocal)\n"
+    )
+    site.add("ksi-fake-hooks", "ksi_fake_hooks", ep_name="hooks")
+    kinds = ["environment", "task source"]
+    get_plugins().registry("environment")  # loaded first, as such a caller would
+    assert "ksi_fake_hooks" in sys.modules
+    rows = rows_from_plugins(kinds)
+    assert ("--flavour", "flavour", "Which flavour (flavoured environment).") in rows["environment"]
+    assert cached_rows(kinds) == rows
+    hooks.write_text(hooks.read_text() + "\n# edited\n")
+    assert cached_rows(kinds) is None

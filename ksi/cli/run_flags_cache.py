@@ -19,8 +19,9 @@ help is impossible in practice. Its key: the KSI version; the interpreter
 working directory under ``python -m``); the variables that choose plugins
 (``KSI_LOAD_PLUGINS``, ``KSI_DISABLE_PLUGINS``); every ``ksi`` entry point with
 its distribution and version; and the modification time and size of every
-module file that reading the flags imported, and of each component's own
-module. Reading checks them all (one scan of the entry points, a stat per
+module file that reading the flags imported, of each component's own module
+and of each plugin's entry-point module (imported earlier when a Python caller
+loaded the plugins first). Reading checks them all (one scan of the entry points, a stat per
 file). Other environment variables are not part of the key. Nothing is
 written when a plugin failed to load (its module, never imported, could not
 be watched) or when a plugin was registered in-process.
@@ -152,6 +153,15 @@ def save(rows: dict[str, list[Row]], modules: Iterable[ModuleType]) -> None:
         write_json_atomic(path, data, durable=False, indent=None)
 
 
+def _plugin_modules() -> set[str]:
+    """The modules the ``ksi`` entry points name (a malformed one failed to load: no cache)."""
+    names = set()
+    for ep in entry_points(KSI_GROUP):
+        with contextlib.suppress(ValueError):
+            names.add(ep.module)
+    return names
+
+
 def rows_from_plugins(kinds: Sequence[str]) -> dict[str, list[Row]]:
     """Kind -> rows from every component's ``cli_options`` (loading plugins), saved for help.
 
@@ -175,6 +185,8 @@ def rows_from_plugins(kinds: Sequence[str]) -> dict[str, list[Row]]:
         rows[kind] = list(flags.values())
     in_process = any(info.distribution == IN_PROCESS for info in state.infos.values())
     if not state.errors and not in_process:
-        names = (set(sys.modules) - before) | owners
+        # The plugins' own modules too: in a process that loaded them before, they are
+        # not among the modules imported here.
+        names = (set(sys.modules) - before) | owners | _plugin_modules()
         save(rows, [sys.modules[name] for name in sorted(names) if name in sys.modules])
     return rows
