@@ -117,7 +117,6 @@ def plural(kind: str) -> str:
     return kind[:-1] + "ies" if kind.endswith("y") else kind + "s"
 
 
-ENTRY_POINT_GROUP = KSI_GROUP
 IN_PROCESS = "(in-process)"
 HOOK_PREFIX = "ksi_"
 
@@ -312,7 +311,7 @@ class PluginState:
         only = _env_list("KSI_LOAD_PLUGINS")
         blocked = _env_list("KSI_DISABLE_PLUGINS") or set()
         seen: set[str] = set()
-        for ep in entry_points(ENTRY_POINT_GROUP):
+        for ep in entry_points(KSI_GROUP):
             dist = ep.dist or "(unknown distribution)"
             version = ep.version
             names = {_norm(dist), _norm(ep.name)}
@@ -328,7 +327,7 @@ class PluginState:
                 "KSI_LOAD_PLUGINS",
                 "",
                 "load",
-                f"no installed distribution has a {ENTRY_POINT_GROUP!r} entry point called "
+                f"no installed distribution has a {KSI_GROUP!r} entry point called "
                 f"{missing!r}; installed: {', '.join(sorted(seen)) or '(none)'}",
             )
 
