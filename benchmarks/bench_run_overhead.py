@@ -31,7 +31,8 @@ docs/running.md, "What an attempt costs".
 bench_startup.py): a user's installed KSI has its bytecode cached.
 
     python benchmarks/bench_run_overhead.py [--tasks 500] [--concurrency 2]
-        [--repeat 3] [--memory-tasks 10000] [--dir DIR] [--files-baseline]
+        [--repeat 3] [--executor local|processes] [--memory-tasks 10000] [--dir DIR]
+        [--files-baseline]
 """
 
 from __future__ import annotations
@@ -128,7 +129,9 @@ def create_cost_us(tmp: Path, n: int = 300) -> float:
     return (time.perf_counter() - start) / n * 1e6
 
 
-def time_ksi(tmp: Path, n: int, conc: int, name: str) -> tuple[float, float]:
+def time_ksi(
+    tmp: Path, n: int, conc: int, name: str, executor: str = "local"
+) -> tuple[float, float]:
     tasks = tmp / f"{name}.jsonl"
     write_tasks(tasks, n)
     before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
@@ -148,6 +151,8 @@ def time_ksi(tmp: Path, n: int, conc: int, name: str) -> tuple[float, float]:
             str(conc),
             "--run-dir",
             str(tmp / name),
+            "--executor",
+            executor,
         ],
         capture_output=True,
         text=True,
@@ -171,6 +176,11 @@ def main() -> None:
         "--repeat", type=int, default=3, help="interleaved rounds; medians are reported"
     )
     parser.add_argument(
+        "--executor",
+        default="local",
+        help="ksi's executor (local: threads, the default; processes: worker processes)",
+    )
+    parser.add_argument(
         "--dir", default=None, help="where the runs go (default: the system temporary directory)"
     )
     parser.add_argument(
@@ -191,7 +201,7 @@ def main() -> None:
             round_dir.mkdir()
             creates.append(create_cost_us(round_dir))
             h = time_harness(round_dir, args.tasks, args.concurrency)
-            k, peak = time_ksi(round_dir, args.tasks, args.concurrency, "run")
+            k, peak = time_ksi(round_dir, args.tasks, args.concurrency, "run", args.executor)
             line = f"round {i + 1}: harness {h:.2f}s  ksi {k:.2f}s  ratio {k / h:.2f}x"
             if args.files_baseline:
                 f = time_harness(round_dir, args.tasks, args.concurrency, FILES_HARNESS)
@@ -203,7 +213,10 @@ def main() -> None:
             print(f"{line}  [{creates[-1]:.0f} us per create before the round]", flush=True)
         harness = statistics.median(harness_times)
         ksi_time = statistics.median(ksi_times)
-        print(f"tasks={args.tasks} concurrency={args.concurrency} (medians of {args.repeat})")
+        print(
+            f"tasks={args.tasks} concurrency={args.concurrency} executor={args.executor} "
+            f"(medians of {args.repeat})"
+        )
         print(f"directory:             {tmp} ({statistics.median(creates):.0f} us per create)")
         print(f"minimal shell harness: {harness:.2f}s ({harness / args.tasks * 1000:.1f} ms/task)")
         print(
@@ -219,7 +232,7 @@ def main() -> None:
             )
         print(f"ksi peak RSS:          {peak:.0f} MB")
         if args.memory_tasks:
-            t, peak = time_ksi(tmp, args.memory_tasks, args.concurrency, "big")
+            t, peak = time_ksi(tmp, args.memory_tasks, args.concurrency, "big", args.executor)
             print(
                 f"ksi run of {args.memory_tasks} tasks: {t:.1f}s, peak RSS {peak:.0f} MB "
                 "(target < 120 MB)"

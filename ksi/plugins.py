@@ -52,6 +52,7 @@ BUILTIN_HOOKS: dict[str, tuple[str, ...]] = {
     "ksi.environments.sandbox": ("ksi_register_environments",),
     "ksi.environments.docker": ("ksi_register_environments",),
     "ksi.executors.local": ("ksi_register_executors",),
+    "ksi.executors.processes": ("ksi_register_executors",),
     "ksi.knowledge.strategies": ("ksi_register_strategies",),
     "ksi.knowledge.evidence_distiller": ("ksi_register_distillers",),
     "ksi.knowledge.agent_distiller": ("ksi_register_distillers",),

@@ -65,9 +65,11 @@ def run_dir(tmp_path: Path) -> Iterator[Path]:
             subprocess.run([DOCKER, "rm", "-f", *ids], capture_output=True)
 
 
+@pytest.mark.parametrize("executor", ["local", "processes"])
 def test_the_agent_runs_in_the_container_and_is_graded_on_the_host(
-    tmp_path: Path, run_dir: Path
+    tmp_path: Path, run_dir: Path, executor: str
 ) -> None:
+    """Also from worker processes: each resolves the environment and starts its containers."""
     tasks = write_tasks(tmp_path / "tasks.jsonl", [TASK])
     cmd = (
         "echo hi > repo/hello.txt; mkdir -p repo/made/deep; echo x > repo/made/deep/f; "
@@ -75,7 +77,7 @@ def test_the_agent_runs_in_the_container_and_is_graded_on_the_host(
     )
     res = ksi_cli(
         "run", str(tasks), "--agent", "command", "--agent-option", f"cmd={cmd}",
-        *RUN_OPTIONS, "--run-dir", str(run_dir),
+        *RUN_OPTIONS, "--run-dir", str(run_dir), "--executor", executor,
     )  # fmt: skip
     assert res.returncode == 0, res.stdout + res.stderr
     [record] = journal_lines(run_dir)

@@ -108,10 +108,8 @@ def test_a_plain_run_resumed_with_more_generations_learns_from_its_first(tmp_pat
     assert gens[1].knowledge_from == 1 and summary.run_complete
 
 
-def test_notes_travel_in_the_job_to_worker_processes(tmp_path: Path, ksi_plugin: Any) -> None:
-    from tests.fakes import process_executor  # each job in a spawned worker process
-
-    ksi_plugin(process_executor)
+def test_notes_travel_in_the_job_to_worker_processes(tmp_path: Path) -> None:
+    """Each job runs in a worker process (``processes``): the notes must be in the job."""
     summary = demo(tmp_path / "run", generations=2, executor="processes")
     assert [g.solved for g in summary.generations.generations] == [1, 3]
 

@@ -1,8 +1,7 @@
 """An attempt job is a value: it pickles, and runs in another process with the same result.
 
-The ``processes`` executor (tests/fakes/process_executor.py, registered like
-any plugin) runs every job in a ``spawn``-ed worker process: a fresh
-interpreter that loads KSI's plugins itself, as a Ray worker would.
+The built-in ``processes`` executor runs every job in a worker process: a
+fresh interpreter that loads KSI's plugins itself, as a Ray worker would.
 """
 
 from __future__ import annotations
@@ -25,7 +24,6 @@ from ksi.runner.attempt import run_job
 from ksi.runner.driver import RunInterrupted
 from ksi.runner.job import ContextFile
 from ksi.runner.journal import read_records
-from tests.fakes import process_executor
 from tests.job_helpers import command_job
 from tests.run_helpers import journal_lines, pids_with_marker, wait_for_agents, write_tasks
 
@@ -98,16 +96,10 @@ def test_a_job_pickles_to_an_equal_value(tmp_path: Path) -> None:
     assert pickle.loads(pickle.dumps(job)) == job
 
 
-def test_a_run_in_worker_processes_is_journalled_exactly_as_a_local_one(
-    tmp_path: Path, ksi_plugin: Any
-) -> None:
-    ksi_plugin(process_executor)
-    process_executor.ProcessExecutor.worker_pids.clear()
+def test_a_run_in_worker_processes_is_journalled_exactly_as_a_local_one(tmp_path: Path) -> None:
     local = _run(tmp_path, "local")
     remote = _run(tmp_path, "processes")
 
-    workers = process_executor.ProcessExecutor.worker_pids
-    assert workers and os.getpid() not in workers, "the jobs ran in other processes"
     expected = _normalized(local)
     assert _normalized(remote) == expected
     statuses = {(r["task_id"], r["try_number"]): r["status"] for r in expected}
@@ -135,9 +127,8 @@ def test_context_files_are_placed_beside_repo_and_never_graded(tmp_path: Path) -
     assert not (attempt / "captured" / "repo" / "KNOWLEDGE.md").exists()
 
 
-def test_ctrl_c_stops_agents_running_in_worker_processes(tmp_path: Path, ksi_plugin: Any) -> None:
+def test_ctrl_c_stops_agents_running_in_worker_processes(tmp_path: Path) -> None:
     """The executor's cancel reaches the workers: their agents die, nothing is journalled."""
-    ksi_plugin(process_executor)
     marker = f"ksi-remote-{uuid.uuid4().hex}"
     tasks = write_tasks(
         tmp_path / "tasks.jsonl", [{"task_id": f"t{i}", "prompt": "p"} for i in range(2)]
@@ -166,9 +157,8 @@ def test_ctrl_c_stops_agents_running_in_worker_processes(tmp_path: Path, ksi_plu
             os.kill(pid, signal.SIGKILL)
 
 
-def test_a_component_that_cannot_travel_is_an_error_record(tmp_path: Path, ksi_plugin: Any) -> None:
+def test_a_component_that_cannot_travel_is_an_error_record(tmp_path: Path) -> None:
     """An agent object defined in a function cannot be pickled to a worker: the attempt says so."""
-    ksi_plugin(process_executor)
 
     class LocalAgent:
         def setup(self, ctx: Any) -> None:

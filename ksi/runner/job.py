@@ -149,20 +149,31 @@ class JobOutcome:
     error_kind: str = ""
 
 
+def pickled_job(job: AttemptJob) -> bytes:
+    """``job`` pickled to send to another process; ValueError saying why it cannot be.
+
+    What pickle itself says differs between Python versions and never says
+    what to do (3.11: "Can't pickle local object", 3.13: "Can't get local
+    object"), so the error says it.
+    """
+    try:
+        return pickle.dumps(job)
+    except Exception as exc:
+        raise ValueError(
+            f"the attempt job cannot be pickled to run in another process "
+            f"({type(exc).__name__}: {exc}); components given as Python objects must be "
+            "defined at module level (or registered by a plugin and given by name)"
+        ) from exc
+
+
 def unpicklable_reason(job: AttemptJob) -> str:
     """Why ``job`` cannot travel to another process ("" when it can).
 
     For executors that send jobs out of this process: they call it before
-    sending and report the reason as the job's error, because what pickle
-    itself says differs between Python versions and never says what to do
-    (3.11: "Can't pickle local object", 3.13: "Can't get local object").
+    sending and report the reason as the job's error (see :func:`pickled_job`).
     """
     try:
-        pickle.dumps(job)
-    except Exception as exc:
-        return (
-            f"the attempt job cannot be pickled to run in another process "
-            f"({type(exc).__name__}: {exc}); components given as Python objects must be "
-            "defined at module level (or registered by a plugin and given by name)"
-        )
+        pickled_job(job)
+    except ValueError as exc:
+        return str(exc)
     return ""

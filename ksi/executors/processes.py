@@ -1,0 +1,292 @@
+"""The ``processes`` executor: attempt jobs run in worker processes on this machine.
+
+Why it exists: the ``local`` executor's threads share one interpreter lock,
+and an attempt's own Python work (seeding, capture, diff, grading) is a few
+milliseconds, so with many short attempts two threads mostly take turns
+(docs/running.md, "What an attempt costs"). Worker processes each have
+their own lock and run those parts side by side.
+
+How: ``--concurrency`` workers, each a fresh interpreter (``python -c``,
+nothing inherited from the driver but its environment, working directory and
+``sys.path``), started when the run starts and kept for the whole run. Each
+worker holds one job at a time; the driver writes the pickled job to the
+worker's job pipe and reads the pickled record from its record pipe, in the
+driver's own thread, with no pool thread in between (a thread hop per job
+costs as much as a short attempt's Python). Components are resolved by name
+in the worker, from the installed plugins (``ksi.runner.attempt.components_for``),
+so a component given as a Python object must pickle (defined at module
+level), and a plugin registered in-process only is not found there.
+
+Lifecycle: a worker that dies mid-job makes that job an error outcome with
+``worker_lost`` (a resume runs it again) and is replaced for the next job.
+Ctrl-C reaches the workers as SIGUSR1: each stops the attempt it runs, as
+:func:`ksi.runner.cancel.cancel_session` does for threads. Workers ignore the
+terminal's SIGINT (the driver decides), and die with the driver (Linux's
+parent-death signal), as threads would.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pickle
+import signal
+import subprocess
+import sys
+import threading
+from collections import deque
+from collections.abc import Iterator
+from types import FrameType
+from typing import TYPE_CHECKING, ClassVar
+
+import attrs
+
+from ksi.errors import UnknownComponentError
+from ksi.hookspecs import Register, hookimpl
+from ksi.runner.job import AttemptJob, JobOutcome, pickled_job
+from ksi.runner.models import WORKER_LOST, AttemptRecord
+
+if TYPE_CHECKING:  # imported when a run starts workers: every `ksi run` registers this module
+    from multiprocessing.connection import Connection
+
+#: What the worker process runs: :func:`serve` on the two pipe descriptors, with the
+#: driver's ``sys.path`` (set before KSI is imported: a source checkout, a test's paths).
+_WORKER_CODE = (
+    "import os, sys; sys.path[:] = os.environ.pop('KSI_WORKER_SYS_PATH').split(os.pathsep); "
+    "from ksi.executors.processes import serve; serve(int(sys.argv[1]), int(sys.argv[2]))"
+)
+
+
+class _Worker:
+    """One worker process, its two pipes, and the job it runs (None when idle)."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], jobs: Connection, records: Connection):
+        self.proc = proc
+        self.jobs = jobs  # driver -> worker
+        self.records = records  # worker -> driver
+        self.job: AttemptJob | None = None
+
+    def close(self) -> None:
+        for conn in (self.jobs, self.records):
+            with contextlib.suppress(OSError):
+                conn.close()
+
+
+def _start_worker() -> _Worker:
+    from multiprocessing.connection import Connection
+
+    job_r, job_w = os.pipe()
+    rec_r, rec_w = os.pipe()
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", _WORKER_CODE, str(job_r), str(rec_w)],
+            pass_fds=(job_r, rec_w),
+            stdin=subprocess.DEVNULL,
+            # A plugin's print() must not land in the driver's stdout (a report may be there).
+            stdout=2,
+            env={**os.environ, "KSI_WORKER_SYS_PATH": os.pathsep.join(sys.path)},
+            close_fds=True,
+        )
+    except BaseException:
+        for fd in (job_w, rec_r):
+            os.close(fd)
+        raise
+    finally:
+        os.close(job_r)
+        os.close(rec_w)
+    return _Worker(proc, Connection(job_w, readable=False), Connection(rec_r, writable=False))
+
+
+@attrs.define
+class ProcessExecutor:
+    """Runs attempt jobs in ``concurrency`` worker processes and yields outcomes as they finish."""
+
+    name: ClassVar[str] = "processes"
+    aliases: ClassVar[tuple[str, ...]] = ()
+    description: ClassVar[str] = (
+        "Runs attempts in --concurrency worker processes on this machine (faster than "
+        "threads for many short attempts; components must be named plugins or pickle)."
+    )
+
+    _concurrency: int = attrs.field(default=0, init=False)
+    _workers: list[_Worker] = attrs.field(factory=list, init=False)
+    _queued: deque[AttemptJob] = attrs.field(factory=deque, init=False)
+    _done: deque[JobOutcome] = attrs.field(factory=deque, init=False)
+    _cancelled: bool = attrs.field(default=False, init=False)
+
+    def start(self, concurrency: int) -> None:
+        if concurrency < 1:
+            raise ValueError(f"concurrency must be >= 1, got {concurrency}")
+        self._concurrency = concurrency
+        self._cancelled = False
+        # All started at once: each interpreter's start-up runs beside the others'.
+        self._workers = [_start_worker() for _ in range(concurrency)]
+
+    def submit(self, job: AttemptJob) -> None:
+        if not self._concurrency:
+            raise RuntimeError("ProcessExecutor.submit() before start()")
+        self._queued.append(job)
+        self._dispatch()
+
+    def _dispatch(self) -> None:
+        """Hand queued jobs to idle workers (a dead idle worker is replaced first)."""
+        while self._queued and not self._cancelled:
+            worker = next((w for w in self._workers if w.job is None), None)
+            if worker is None:
+                return
+            job = self._queued.popleft()
+            try:
+                data = pickled_job(job)
+            except ValueError as exc:
+                self._done.append(JobOutcome(job, error=str(exc)))
+                continue
+            try:
+                worker.jobs.send_bytes(data)
+            except OSError:  # it died while idle: a fresh one takes the job
+                self._replace(worker)
+                self._queued.appendleft(job)
+                continue
+            worker.job = job
+
+    def _replace(self, worker: _Worker) -> None:
+        worker.close()
+        with contextlib.suppress(OSError):
+            worker.proc.kill()
+        worker.proc.wait()
+        self._workers[self._workers.index(worker)] = _start_worker()
+
+    def as_completed(self, timeout: float | None = None) -> Iterator[JobOutcome]:
+        from multiprocessing.connection import wait
+
+        while True:
+            while self._done:
+                yield self._done.popleft()
+            busy = {w.records: w for w in self._workers if w.job is not None}
+            if not busy:
+                return
+            ready = wait(list(busy), timeout)
+            if not ready:
+                return  # timed out with nothing finished
+            for conn in ready:
+                worker = busy[conn]  # type: ignore[index]
+                job, worker.job = worker.job, None
+                assert job is not None
+                self._done.append(self._receive(worker, job))
+            self._dispatch()
+
+    def _receive(self, worker: _Worker, job: AttemptJob) -> JobOutcome:
+        try:
+            record, error = pickle.loads(worker.records.recv_bytes())
+        except (EOFError, OSError, pickle.UnpicklingError):
+            code = worker.proc.wait()
+            self._replace(worker)
+            how = f"signal {-code}" if code < 0 else f"exit code {code}"
+            return JobOutcome(
+                job,
+                error=f"the worker process running this attempt died ({how})",
+                error_kind=WORKER_LOST,
+            )
+        if record is None:
+            return JobOutcome(job, error=error)
+        return JobOutcome(job, record=record)
+
+    def cancel(self) -> None:
+        """Stop every running job (SIGUSR1 to each busy worker); queued jobs never start."""
+        self._cancelled = True
+        self._queued.clear()
+        for worker in self._workers:
+            if worker.job is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    worker.proc.send_signal(signal.SIGUSR1)
+
+    def shutdown(self) -> None:
+        """End every worker at once: an idle one holds no attempt, so nothing is lost;
+        a busy one only after a cancel whose outcomes were not awaited."""
+        workers, self._workers = self._workers, []
+        for worker in workers:
+            worker.close()
+            with contextlib.suppress(OSError):
+                worker.proc.kill()
+        for worker in workers:
+            worker.proc.wait()
+        self._concurrency = 0
+
+
+# -- the worker's side ------------------------------------------------------------------
+
+_IN_PROCESS_HINT = (
+    " (in a worker process of executor 'processes', which loads the installed plugins "
+    "only: a plugin registered in the driver's process with register_plugin is not "
+    "there; install it as a plugin, or use --executor local)"
+)
+#: The session of the job this worker runs now ("" when idle).
+_current_session = ""
+_cancel_requested = False
+
+
+def _on_cancel(signum: int, frame: FrameType | None) -> None:
+    """SIGUSR1: stop the running attempt, from a thread (never under a lock the handler
+    may have interrupted), and every attempt of the session received later."""
+    global _cancel_requested
+    _cancel_requested = True
+    if _current_session:
+        _cancel_in_thread(_current_session)
+
+
+def _cancel_in_thread(session_id: str) -> None:
+    from ksi.runner.cancel import cancel_session
+
+    threading.Thread(target=cancel_session, args=(session_id,), daemon=True).start()
+
+
+def _die_with_parent() -> None:
+    """SIGKILL this worker when the driver dies (Linux), as its threads would die with it."""
+    parent = os.getppid()
+    with contextlib.suppress(Exception):
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    if os.getppid() != parent:  # the driver died before the signal was asked for
+        os._exit(1)
+
+
+def serve(job_fd: int, record_fd: int) -> None:
+    """A worker's loop: read a pickled job, run it, write back ``(record, error)``."""
+    global _current_session
+    _die_with_parent()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the driver's to handle
+    signal.signal(signal.SIGUSR1, _on_cancel)
+    from multiprocessing.connection import Connection
+
+    from ksi.runner.attempt import run_job
+    from ksi.runner.cancel import cancel_session
+
+    jobs = Connection(job_fd, writable=False)
+    records = Connection(record_fd, readable=False)
+    while True:
+        try:
+            data = jobs.recv_bytes()
+        except EOFError:
+            return  # the driver closed the pipe: the run is over
+        result: tuple[AttemptRecord | None, str]
+        try:
+            job: AttemptJob = pickle.loads(data)
+            _current_session = job.session_id
+            if _cancel_requested:  # Ctrl-C came before the job: it starts cancelled
+                cancel_session(job.session_id)
+            result = (run_job(job), "")
+        except UnknownComponentError as exc:
+            result = (None, f"{type(exc).__name__}: {exc}{_IN_PROCESS_HINT}")
+        except Exception as exc:
+            result = (None, f"{type(exc).__name__}: {exc}")
+        _current_session = ""
+        try:
+            reply = pickle.dumps(result)
+        except Exception as exc:
+            reply = pickle.dumps((None, f"the attempt's record cannot be pickled: {exc}"))
+        records.send_bytes(reply)
+
+
+@hookimpl(trylast=True)
+def ksi_register_executors(register: Register) -> None:
+    register(ProcessExecutor)

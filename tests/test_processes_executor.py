@@ -1,0 +1,221 @@
+"""The built-in ``processes`` executor: attempts in worker processes, and what a user sees
+when a worker dies or a component cannot reach one. Real runs, real worker processes.
+
+That a run journals exactly what a ``local`` run does, and that Ctrl-C stops the
+workers' agents, is in tests/test_job_portability.py.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any, ClassVar
+
+import ksi
+from ksi.hookspecs import Register, hookimpl
+from ksi.runner.models import WORKER_LOST
+from tests.run_helpers import ksi as ksi_cli
+from tests.run_helpers import pids_with_marker, wait_for_agents, write_tasks
+
+
+def _tasks(tmp_path: Path, n: int) -> Path:
+    return write_tasks(
+        tmp_path / "tasks.jsonl",
+        [
+            {"task_id": f"t{i}", "prompt": "p", "eval": {"command": "test -s f.txt"}}
+            for i in range(n)
+        ],
+    )
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_attempts_run_in_worker_processes_that_end_with_the_run(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    summary = ksi.run(
+        _tasks(tmp_path, 6),
+        agent="command",
+        agent_options={"cmd": "echo $PPID > repo/f.txt"},  # the agent's parent: a worker
+        run_dir=run_dir,
+        concurrency=2,
+        executor="processes",
+    )
+    assert [r.score for r in summary.records] == [1.0] * 6
+    parents = {
+        int((run_dir / r.attempt_dir / "captured" / "repo" / "f.txt").read_text())
+        for r in summary.records
+    }
+    assert os.getpid() not in parents, "the attempts ran in worker processes"
+    assert len(parents) <= 2, "at most --concurrency workers, kept for the whole run"
+    assert not [pid for pid in parents if _alive(pid)], "no worker outlives the run"
+
+
+def test_a_worker_that_dies_loses_only_its_attempt(tmp_path: Path) -> None:
+    """The dead worker's attempt says so (a resume runs it again); a new worker runs the rest."""
+    once = tmp_path / "killed-once"  # the first try of t1 kills its worker; the resume's does not
+    kill = f'if [ "$KSI_TASK_ID" = t1 ] && mkdir {once}; then kill -9 $PPID; fi'
+    cmd = f"{kill}; echo hi > repo/f.txt"
+    run_dir = tmp_path / "run"
+
+    def run() -> Any:
+        return ksi.run(
+            _tasks(tmp_path, 5),
+            agent="command",
+            agent_options={"cmd": cmd},
+            run_dir=run_dir,
+            concurrency=2,
+            executor="processes",
+        )
+
+    summary = run()
+    by_task = {r.task_id: r for r in summary.records}
+    lost = by_task.pop("t1")
+    assert lost.status == "error" and lost.error_kind == WORKER_LOST
+    assert "worker process running this attempt died (signal 9)" in lost.error
+    assert [r.score for r in by_task.values()] == [1.0] * 4
+    assert not summary.run_complete
+
+    resumed = run()  # the same run directory: a resume
+    assert resumed.run_complete
+    assert {r.task_id: r.score for r in resumed.records}["t1"] == 1.0
+
+
+class _InProcessAgent:
+    """An agent class registered by a plugin object in this process only."""
+
+    name: ClassVar[str] = "in-process-only"
+    aliases: ClassVar[tuple[str, ...]] = ()
+    description: ClassVar[str] = "exists in the test's process"
+
+    def setup(self, ctx: Any) -> None:
+        pass
+
+    def invocation(self, ctx: Any) -> Any:
+        return None
+
+    def outcome(self, ctx: Any, result: Any) -> Any:
+        from ksi.interfaces import AgentOutcome
+
+        return AgentOutcome()
+
+
+class _InProcessPlugin:
+    @hookimpl
+    def ksi_register_agents(self, register: Register) -> None:
+        register(_InProcessAgent)
+
+
+def test_a_plugin_registered_in_process_only_is_named_in_the_error(
+    tmp_path: Path, ksi_plugin: Any
+) -> None:
+    ksi_plugin(_InProcessPlugin())
+    summary = ksi.run(
+        _tasks(tmp_path, 1),
+        agent="in-process-only",
+        run_dir=tmp_path / "run",
+        executor="processes",
+    )
+    (record,) = summary.records
+    assert record.status == "error"
+    assert "in-process-only" in record.error
+    assert "register_plugin is not there" in record.error and "--executor local" in record.error
+
+
+class _PrintingAgent(_InProcessAgent):
+    """Given as a class (pickled by reference): its setup prints, in the worker."""
+
+    name: ClassVar[str] = "printing"
+
+    def setup(self, ctx: Any) -> None:
+        print("STRAY-PRINT-FROM-A-WORKER", flush=True)
+
+
+def test_a_workers_stray_print_goes_to_stderr_not_stdout(tmp_path: Path, capfd: Any) -> None:
+    """``ksi run``'s stdout is its report (``--output-json -`` style consumers read it)."""
+    ksi.run(
+        _tasks(tmp_path, 1), agent=_PrintingAgent, run_dir=tmp_path / "run", executor="processes"
+    )
+    out, err = capfd.readouterr()
+    assert "STRAY-PRINT-FROM-A-WORKER" not in out
+    assert "STRAY-PRINT-FROM-A-WORKER" in err
+
+
+def test_the_cli_runs_attempts_in_worker_processes(tmp_path: Path) -> None:
+    tasks = _tasks(tmp_path, 3)
+    # fmt: off
+    proc = ksi_cli(
+        "run", str(tasks), "--agent", "command", "--agent-option", "cmd=echo hi > repo/f.txt",
+        "--executor", "processes", "--concurrency", "2", "--run-dir", str(tmp_path / "run"),
+    )
+    # fmt: on
+    assert proc.returncode == 0, proc.stderr
+    assert "solved: 3/3" in proc.stdout
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(entry))
+    return found
+
+
+def _running(pid: int) -> bool:
+    """Alive and not a zombie (an orphan's zombie may wait for a reaper here)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def test_workers_die_with_a_killed_ksi(tmp_path: Path) -> None:
+    """kill -9 of ``ksi`` takes its workers too, as it would take its threads."""
+    marker = f"ksi-pdeath-{uuid.uuid4().hex}"
+    run_dir = tmp_path / "run"
+    # fmt: off
+    ksi_proc = subprocess.Popen(
+        [
+            sys.executable, "-m", "ksi", "run", str(_tasks(tmp_path, 2)),
+            "--agent", "command", "--agent-option", f"cmd=sleep 1000 # {marker}",
+            "--executor", "processes", "--concurrency", "2", "--run-dir", str(run_dir),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    # fmt: on
+    try:
+        wait_for_agents(marker, 2, timeout=60)
+        workers = [
+            pid
+            for pid in _children(ksi_proc.pid)
+            if b"ksi.executors.processes" in Path(f"/proc/{pid}/cmdline").read_bytes()
+        ]
+        assert len(workers) == 2
+        ksi_proc.kill()
+        ksi_proc.wait()
+        deadline = time.monotonic() + 10
+        while any(_running(pid) for pid in workers) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not [pid for pid in workers if _running(pid)], "a worker outlived ksi"
+    finally:
+        for pid in pids_with_marker(marker):
+            os.kill(pid, signal.SIGKILL)
+        ksi_proc.kill()
+        ksi_cli("cleanup", str(run_dir))  # the killed run's cgroups
