@@ -46,6 +46,9 @@ from ksi.hookspecs import Register, hookimpl
 from ksi.runner.job import AttemptJob, JobOutcome, pickled_job
 from ksi.runner.models import WORKER_LOST, AttemptRecord
 
+#: Seconds a worker whose record pipe closed has to finish dying before it is killed.
+_DEATH_WAIT_SEC = 5.0
+
 if TYPE_CHECKING:  # imported when a run starts workers: every `ksi run` registers this module
     from multiprocessing.connection import Connection
 
@@ -120,7 +123,12 @@ class ProcessExecutor:
         self._concurrency = concurrency
         self._cancelled = False
         # All started at once: each interpreter's start-up runs beside the others'.
-        self._workers = [_start_worker() for _ in range(concurrency)]
+        try:
+            for _ in range(concurrency):
+                self._workers.append(_start_worker())
+        except BaseException:
+            self.shutdown()
+            raise
 
     def submit(self, job: AttemptJob) -> None:
         if not self._concurrency:
@@ -176,15 +184,25 @@ class ProcessExecutor:
 
     def _receive(self, worker: _Worker, job: AttemptJob) -> JobOutcome:
         try:
-            record, error = pickle.loads(worker.records.recv_bytes())
-        except (EOFError, OSError, pickle.UnpicklingError):
-            code = worker.proc.wait()
+            data = worker.records.recv_bytes()
+        except (EOFError, OSError):  # the record pipe closes when the worker dies
+            try:
+                code = worker.proc.wait(_DEATH_WAIT_SEC)
+            except subprocess.TimeoutExpired:  # alive, but it closed its pipe: unusable
+                worker.proc.kill()
+                code = worker.proc.wait()
             self._replace(worker)
             how = f"signal {-code}" if code < 0 else f"exit code {code}"
             return JobOutcome(
                 job,
                 error=f"the worker process running this attempt died ({how})",
                 error_kind=WORKER_LOST,
+            )
+        try:
+            record, error = pickle.loads(data)
+        except Exception as exc:
+            return JobOutcome(
+                job, error=f"the worker's record could not be read ({type(exc).__name__}: {exc})"
             )
         if record is None:
             return JobOutcome(job, error=error)
