@@ -44,8 +44,8 @@ conn.set_tunnel(sys.argv[1], int(sys.argv[2]))
 try:
     conn.request("GET", "/tunnel")
     print(conn.getresponse().read().decode())
-except OSError as exc:
-    print("FAILED", exc)
+except Exception as exc:
+    print("FAILED", type(exc).__name__, exc)
 """
 
 
@@ -117,7 +117,13 @@ def _python(
         log_cap_bytes=1_000_000,
     )
     assert res.spawn_error is None, res.spawn_error
-    return out.read_text(), err.read_text()
+    stdout, stderr = out.read_text(), err.read_text()
+    # Every script prints on its way out: silence means it never got there; say why.
+    assert stdout, (
+        f"the script printed nothing (exit {res.exit_code}, timed out: {res.timed_out} "
+        f"after {res.duration_sec:.1f}s); its stderr:\n{stderr}"
+    )
+    return stdout, stderr
 
 
 def test_the_agent_reaches_its_declared_endpoint_and_no_other_port(
