@@ -111,7 +111,6 @@ class ProcessExecutor:
         "threads for many short attempts; components must be named plugins or pickle)."
     )
 
-    _concurrency: int = attrs.field(default=0, init=False)
     _workers: list[_Worker] = attrs.field(factory=list, init=False)
     _queued: deque[AttemptJob] = attrs.field(factory=deque, init=False)
     _done: deque[JobOutcome] = attrs.field(factory=deque, init=False)
@@ -120,7 +119,6 @@ class ProcessExecutor:
     def start(self, concurrency: int) -> None:
         if concurrency < 1:
             raise ValueError(f"concurrency must be >= 1, got {concurrency}")
-        self._concurrency = concurrency
         self._cancelled = False
         # All started at once: each interpreter's start-up runs beside the others'.
         try:
@@ -131,7 +129,7 @@ class ProcessExecutor:
             raise
 
     def submit(self, job: AttemptJob) -> None:
-        if not self._concurrency:
+        if not self._workers:  # start() made --concurrency of them; shutdown() none
             raise RuntimeError("ProcessExecutor.submit() before start()")
         self._queued.append(job)
         self._dispatch()
@@ -227,7 +225,6 @@ class ProcessExecutor:
                 worker.proc.kill()
         for worker in workers:
             worker.proc.wait()
-        self._concurrency = 0
 
 
 # -- the worker's side ------------------------------------------------------------------
