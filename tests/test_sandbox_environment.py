@@ -304,16 +304,20 @@ def test_an_agent_run_as_root_reads_no_host_secret(
             assert f"cat: {path}: No such file" in loot  # /root is an empty directory
 
 
-def test_other_attempts_and_runs_cannot_be_read(tmp_path: Path) -> None:
-    """Two concurrent attempts each plant a token; neither sees the other's, nor another run."""
+@pytest.mark.parametrize("executor", ["local", "processes"])
+def test_other_attempts_and_runs_cannot_be_read(tmp_path: Path, executor: str) -> None:
+    """Two concurrent attempts each plant a token; neither sees the other's, nor another run.
+
+    Also with worker processes: each worker builds its attempts' sandboxes itself.
+    """
     outside_tmp = Path(tempfile.mkdtemp(prefix=".ksi-test-runs-", dir=ROOT))  # /tmp is hidden
     try:
-        _check_runs_are_hidden(tmp_path, outside_tmp / "runs")
+        _check_runs_are_hidden(tmp_path, outside_tmp / "runs", executor)
     finally:
         shutil.rmtree(outside_tmp)
 
 
-def _check_runs_are_hidden(tmp_path: Path, runs: Path) -> None:
+def _check_runs_are_hidden(tmp_path: Path, runs: Path, executor: str) -> None:
     other_run = runs / "older"
     (other_run / "attempts" / "t" / "1" / "workspace").mkdir(parents=True)
     (other_run / "run.json").write_text("{}")
@@ -328,7 +332,7 @@ def _check_runs_are_hidden(tmp_path: Path, runs: Path) -> None:
     r = ksi(
         "run", str(tasks), "--agent", "command", "--agent-option", f"cmd={probe}",
         "--environment", "sandbox", "--run-dir", str(run_dir),
-        "--attempts", "2", "--concurrency", "2",
+        "--attempts", "2", "--concurrency", "2", "--executor", executor,
     )  # fmt: skip
     assert r.returncode == 0, r.stderr
     for n in (1, 2):
