@@ -28,7 +28,7 @@ from datetime import datetime
 from pathlib import Path
 
 import ksi
-from ksi.runner.journal import read_records
+from ksi.rundir.journal import read_records
 
 
 def attempts_span(run_dir: Path) -> float:

@@ -27,10 +27,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from ksi.layout import RunLayout
 from ksi.models import EvalResult, Usage
-from ksi.runner.layout import RunLayout
-from ksi.runner.models import AttemptRecord, SkippedFile, Timings
-from ksi.runner.run_state import RunState, Session, save_run_state
+from ksi.records import AttemptRecord, SkippedFile, Timings
+from ksi.rundir.run_state import RunState, Session, save_run_state
 from ksi.serialization import dumps_line, write_json_atomic
 
 ATTEMPTS_PER_TASK = 10

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from ksi.errors import KsiError, TaskLoadError, UserInputError
     from ksi.hookspecs import hookimpl
     from ksi.models import EvalResult, Problem, TaskSpec
-    from ksi.runner.models import RunSummary
+    from ksi.records import RunSummary
 
 __all__ = [
     "EvalResult",
@@ -58,7 +58,7 @@ def __dir__() -> list[str]:
 
 
 def run(*args: Any, **kwargs: Any) -> RunSummary:
-    """Run agents on tasks; see :func:`ksi.runner.api.run` for the arguments."""
-    from ksi.runner.api import run as _run
+    """Run agents on tasks; see :func:`ksi.runs.api.run` for the arguments."""
+    from ksi.runs.api import run as _run
 
     return _run(*args, **kwargs)

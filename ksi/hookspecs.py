@@ -41,7 +41,7 @@ import pluggy
 if TYPE_CHECKING:
     import typer
 
-    from ksi.runner.models import AttemptRecord, RunInfo, RunSummary
+    from ksi.records import AttemptRecord, RunInfo, RunSummary
 
 PROJECT_NAME = "ksi"
 

@@ -19,8 +19,8 @@ from ksi.models import EvalResult, Problem, TaskSpec, Usage
 from ksi.proc import ProcResult
 
 if TYPE_CHECKING:
+    from ksi.jobs import AttemptJob, JobOutcome
     from ksi.knowledge.models import DistillRequest, DistillResult, PlanRequest
-    from ksi.runner.job import AttemptJob, JobOutcome
 
 #: How a process started by an environment ended: the one process-result type
 #: (:class:`ksi.proc.ProcResult`), under the name environment and agent plugins use.
@@ -275,7 +275,7 @@ class Agent(Protocol):
     #: Host variables passed through when set (base URLs, optional keys). An
     #: agent may also define ``optional_env_for(host_env, model) -> tuple[str, ...]``
     #: to pass a provider mode's keys only while that mode is on (see
-    #: :func:`ksi.runner.envscrub.agent_optional_env`).
+    #: :func:`ksi.attempt.envscrub.agent_optional_env`).
     optional_env: ClassVar[tuple[str, ...]]
 
     def check_tasks(self, tasks: Sequence[TaskSpec]) -> list[str]:
@@ -363,13 +363,13 @@ class GivesFeedback(Protocol):
 class Executor(Protocol):
     """Moves attempt jobs to where they run, and their outcomes back.
 
-    The driver (:mod:`ksi.runner.driver`) calls :meth:`start` once, then
+    The driver (:mod:`ksi.runs.driver`) calls :meth:`start` once, then
     :meth:`submit` at most ``concurrency`` jobs at a time (it keeps the
     in-flight window itself, so a 10,000-task run never holds 10,000 jobs),
     reads :meth:`as_completed`, submits more, and finally :meth:`shutdown`.
-    A job is a frozen, picklable :class:`ksi.runner.job.AttemptJob`; running
-    it is :func:`ksi.runner.attempt.run_job` (which calls
-    :func:`ksi.runner.attempt.execute_attempt`), in any process or on any
+    A job is a frozen, picklable :class:`ksi.attempt.job.AttemptJob`; running
+    it is :func:`ksi.attempt.execute.run_job` (which calls
+    :func:`ksi.attempt.execute.execute_attempt`), in any process or on any
     machine. An executor never writes the journal, never retries, never
     looks inside a record.
     """
@@ -400,7 +400,7 @@ class Executor(Protocol):
     def cancel(self) -> None:
         """Ctrl-C: start nothing new and stop every running job, wherever it runs.
 
-        In this process that is :func:`ksi.runner.cancel.cancel_session` for
+        In this process that is :func:`ksi.attempt.cancel.cancel_session` for
         the jobs' ``session_id``; a remote executor must make the same call in
         every process that runs the session's jobs. Outcomes of cancelled jobs
         still arrive through :meth:`as_completed` (the driver discards them).

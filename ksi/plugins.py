@@ -53,9 +53,9 @@ BUILTIN_HOOKS: dict[str, tuple[str, ...]] = {
     "ksi.environments.docker": ("ksi_register_environments",),
     "ksi.executors.local": ("ksi_register_executors",),
     "ksi.executors.processes": ("ksi_register_executors",),
-    "ksi.knowledge.strategies": ("ksi_register_strategies",),
-    "ksi.knowledge.evidence_distiller": ("ksi_register_distillers",),
-    "ksi.knowledge.agent_distiller": ("ksi_register_distillers",),
+    "ksi.generations.strategies": ("ksi_register_strategies",),
+    "ksi.generations.evidence_distiller": ("ksi_register_distillers",),
+    "ksi.generations.agent_distiller": ("ksi_register_distillers",),
     "ksi.observers.report": ("ksi_run_started", "ksi_attempt_finished", "ksi_run_finished"),
 }
 DEFAULT_PLUGINS: tuple[str, ...] = tuple(BUILTIN_HOOKS)

@@ -6,9 +6,9 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from ksi.attempt.envscrub import scrubbed_env
+from ksi.attempt.job import AttemptJob, AttemptSettings, ComponentSpec, ContextFile
 from ksi.models import TaskSpec
-from ksi.runner.envscrub import scrubbed_env
-from ksi.runner.job import AttemptJob, AttemptSettings, ComponentSpec, ContextFile
 
 
 def command_job(

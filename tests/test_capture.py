@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from ksi.protected_files import ProtectRule
-from ksi.runner.capture import (
+from ksi.attempt.capture import (
     DEFAULT_MAX_FILE_BYTES,
     CaptureReport,
     capture_repo,
     remove_tree,
 )
+from ksi.protected_files import ProtectRule
 
 
 @pytest.fixture
@@ -370,7 +370,7 @@ def test_existing_destination_is_replaced(trees: tuple[Path, Path, Path]) -> Non
 _CHILD = """
 import json, sys
 from pathlib import Path
-from ksi.runner.capture import capture_repo, remove_tree
+from ksi.attempt.capture import capture_repo, remove_tree
 live, seed, dest = map(Path, sys.argv[1:4])
 report = capture_repo(live, seed, dest)
 out = {"skipped": {s.path: s.reason for s in report.skipped},
@@ -426,7 +426,7 @@ def test_negative_limit_is_rejected(trees: tuple[Path, Path, Path]) -> None:
 
 
 def test_copy_tree_keeps_links_modes_and_nesting(tmp_path: Path) -> None:
-    from ksi.runner.capture import copy_tree
+    from ksi.attempt.capture import copy_tree
 
     src = tmp_path / "src"
     (src / "a" / "b").mkdir(parents=True)
@@ -449,7 +449,7 @@ def test_copy_tree_keeps_links_modes_and_nesting(tmp_path: Path) -> None:
 _CHILD_ROOT = """
 import json, sys
 from pathlib import Path
-from ksi.runner.capture import capture_repo
+from ksi.attempt.capture import capture_repo
 live, seed, dest = map(Path, sys.argv[1:4])
 report = capture_repo(live, seed, dest)
 files = sorted(str(p.relative_to(dest)) for p in dest.rglob("*") if p.is_file())
@@ -490,7 +490,7 @@ def test_unreadable_live_repo_is_reported_as_unreadable_not_deleted(tmp_path: Pa
 def test_skipped_list_is_capped_but_every_skip_is_counted(
     trees: tuple[Path, Path, Path],
 ) -> None:
-    from ksi.runner.capture import MAX_LISTED_SKIPS
+    from ksi.attempt.capture import MAX_LISTED_SKIPS
 
     seed, live, dest = trees
     planted = live / "planted"
@@ -509,7 +509,7 @@ def test_skipped_list_is_capped_but_every_skip_is_counted(
 _CHILD_FEW_FDS = """
 import resource, sys
 from pathlib import Path
-from ksi.runner.capture import capture_repo, remove_tree
+from ksi.attempt.capture import capture_repo, remove_tree
 resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
 live, seed, dest = map(Path, sys.argv[1:4])
 report = capture_repo(live, seed, dest)

@@ -41,8 +41,8 @@ while True:
 CAPTURER = r"""
 import json, os, sys
 from pathlib import Path
-from ksi.runner.capture import capture_repo
-from ksi.runner.diff import write_diff
+from ksi.attempt.capture import capture_repo
+from ksi.attempt.diff import write_diff
 live, seed, out, rounds = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3]), int(sys.argv[4])
 secrets = [s.encode() for s in sys.argv[5:]]
 leaks, saw_dir, saw_link = [], 0, 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ksi.runner.capture import MAX_LISTED_SKIPS
+from ksi.attempt.capture import MAX_LISTED_SKIPS
 from tests.run_helpers import journal_lines, write_tasks
 from tests.run_helpers import ksi as ksi_cli
 

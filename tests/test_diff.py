@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ksi.runner.diff import MAX_TEXT_DIFF_BYTES, TRUNCATION_MARK, DiffStats, write_diff
+from ksi.attempt.diff import MAX_TEXT_DIFF_BYTES, TRUNCATION_MARK, DiffStats, write_diff
 
 
 @pytest.fixture
@@ -140,7 +140,7 @@ def test_readers_of_the_patch_name_the_files_it_changes(
 ) -> None:
     """The notes' "files touched" and the viewer's per-file counts name every changed file,
     a path holding " b/" included (a header split at its first " b/" cut it short)."""
-    from ksi.knowledge.evidence import files_touched
+    from ksi.generations.evidence import files_touched
     from ksi.view.diffs import classify, file_changes
 
     seed, captured = pair

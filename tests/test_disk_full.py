@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from ksi.runner.diskfull import DiskFullError
-from ksi.runner.journal import Journal, read_journal
-from ksi.runner.models import AttemptRecord
+from ksi.attempt.diskfull import DiskFullError
+from ksi.records import AttemptRecord
+from ksi.rundir.journal import Journal, read_journal
 from tests.run_helpers import journal_lines, ksi, write_tasks
 
 #: t2's agent writes 1 MiB files into repo/ until the disk is full; every agent then waits

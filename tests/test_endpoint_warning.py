@@ -11,9 +11,9 @@ from __future__ import annotations
 import pytest
 
 from ksi.agents.claude_code import ClaudeCodeAgent
+from ksi.attempt.safety import endpoint_warning
 from ksi.environments.docker import DockerEnvironment, is_loopback_url
 from ksi.environments.local import LocalEnvironment
-from ksi.runner.safety import endpoint_warning
 
 
 @pytest.mark.parametrize(

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from ksi.attempt.envscrub import ALLOWED, missing_required, scrubbed_env
 from ksi.environments.local import LocalEnvironment
 from ksi.interfaces import AttemptContext, Invocation
 from ksi.models import TaskSpec
-from ksi.runner.envscrub import ALLOWED, missing_required, scrubbed_env
 from tests.run_helpers import ksi
 
 HOST = {

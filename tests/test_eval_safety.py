@@ -22,9 +22,9 @@ import pytest
 
 from ksi.agents.builtin import NopAgent
 from ksi.agents.claude_code import ClaudeCodeAgent
+from ksi.attempt.safety import credential_warning
 from ksi.environments.local import LocalEnvironment
 from ksi.environments.sandbox import SandboxEnvironment
-from ksi.runner.safety import credential_warning
 from tests.run_helpers import journal_lines, ksi, write_tasks
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")

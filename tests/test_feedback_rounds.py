@@ -15,7 +15,7 @@ import ksi
 from ksi.eval.command import CommandEvaluator
 from ksi.interfaces import GivesFeedback
 from ksi.models import EvalResult, TaskSpec
-from ksi.runner.models import RoundResult
+from ksi.records import RoundResult
 from tests.run_helpers import journal_lines, write_tasks
 
 TASK = {

@@ -22,11 +22,11 @@ import pytest
 
 import ksi
 from ksi.errors import RunError, UserInputError
+from ksi.generations.phases import read_phases
 from ksi.hookspecs import hookimpl
 from ksi.knowledge.models import DistillRequest, DistillResult, Knowledge, Note, PlanRequest
 from ksi.knowledge.render import render_for_task
 from ksi.knowledge.store import read_knowledge, write_knowledge
-from ksi.runner.phases import read_phases
 from tests.docker_support import needs_bwrap
 from tests.run_helpers import journal_lines, write_tasks
 from tests.run_helpers import ksi as ksi_cli
@@ -310,7 +310,7 @@ def test_a_generation_left_without_notes_passes_on_the_newest_earlier_ones(
 ) -> None:
     """Generation 2's distiller and its evidence fallback both fail: generation 3 gets
     generation 1's notes, never nothing (failure injected into the fallback)."""
-    import ksi.runner.generations as generations
+    import ksi.generations.steps as generations
 
     real = generations.evidence_notes
 

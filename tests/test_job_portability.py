@@ -19,11 +19,11 @@ from typing import Any
 import pytest
 
 import ksi
+from ksi.attempt.execute import run_job
+from ksi.attempt.job import ContextFile
 from ksi.interfaces import AgentOutcome, Invocation
-from ksi.runner.attempt import run_job
-from ksi.runner.driver import RunInterrupted
-from ksi.runner.job import ContextFile
-from ksi.runner.journal import read_records
+from ksi.rundir.journal import read_records
+from ksi.runs.driver import RunInterrupted
 from tests.job_helpers import command_job
 from tests.run_helpers import journal_lines, pids_with_marker, wait_for_agents, write_tasks
 

@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 
 from ksi.models import EvalResult, Usage
-from ksi.runner.journal import read_records
-from ksi.runner.summary import summarize
+from ksi.reporting.summary import summarize
+from ksi.rundir.journal import read_records
 from ksi.serialization import dumps_line
 
 #: A record exactly as KSI wrote it when ``eval`` and ``usage`` were dicts.

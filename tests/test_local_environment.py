@@ -14,13 +14,13 @@ from pathlib import Path
 import pytest
 
 from ksi import cgroups
+from ksi.attempt.envscrub import scrubbed_env
 from ksi.environments.local import LocalEnvironment, LocalHandle
 from ksi.errors import EnvironmentFailure
 from ksi.interfaces import AttemptContext, Invocation
 from ksi.models import TaskSpec
 from ksi.plugins import registry
 from ksi.proc import DRAIN_SEC, TAG_VAR, run_process
-from ksi.runner.envscrub import scrubbed_env
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs /proc")
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import attrs
 import pytest
 
+from ksi.attempt.job import ComponentSpec
 from ksi.executors.local import LocalExecutor
 from ksi.plugins import registry
-from ksi.runner.job import ComponentSpec
 from tests.job_helpers import command_job
 from tests.run_helpers import pids_with_marker, wait_for_agents
 

@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 
 import ksi
 from ksi.hookspecs import Register, hookimpl
-from ksi.runner.models import WORKER_LOST
+from ksi.records import WORKER_LOST
 from tests.run_helpers import ksi as ksi_cli
 from tests.run_helpers import pids_with_marker, wait_for_agents, write_tasks
 

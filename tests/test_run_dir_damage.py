@@ -19,8 +19,8 @@ import pytest
 
 import ksi
 from ksi.errors import RunError
-from ksi.runner.api import default_run_dir
-from ksi.runner.journal import read_journal
+from ksi.rundir.journal import read_journal
+from ksi.runs.api import default_run_dir
 from tests.run_helpers import journal_lines, write_tasks
 from tests.run_helpers import ksi as ksi_cli
 

@@ -16,7 +16,7 @@ from ksi.errors import UserInputError
 from ksi.hookspecs import hookimpl
 from ksi.interfaces import AgentContext, AgentOutcome, ExecResult, Invocation, Usage
 from ksi.plugins import register_plugin
-from ksi.runner.models import AttemptRecord, RunInfo, RunSummary
+from ksi.records import AttemptRecord, RunInfo, RunSummary
 from tests.run_helpers import journal_lines, pids_with_marker, write_tasks
 
 HELLO_TASK = {
@@ -387,7 +387,7 @@ def test_max_cost_holds_across_a_resume(tmp_path: Path) -> None:
 
 
 def test_regrade_neither_doubles_spend_nor_reopens_retries(tmp_path: Path) -> None:
-    from ksi.runner.regrade import regrade_run
+    from ksi.runs.regrade import regrade_run
 
     flag = tmp_path / "flag"
     task = dict(HELLO_TASK, eval={"command": f"test -f {flag} || sleep 5", "timeout_sec": 1})

@@ -21,9 +21,9 @@ import ksi
 from ksi.environments.local import LocalEnvironment
 from ksi.errors import RunError
 from ksi.hookspecs import hookimpl
-from ksi.runner.driver import RunInterrupted
-from ksi.runner.journal import Journal, read_records
-from ksi.runner.models import RunInfo
+from ksi.records import RunInfo
+from ksi.rundir.journal import Journal, read_records
+from ksi.runs.driver import RunInterrupted
 from tests.run_helpers import (
     journal_lines,
     pids_with_marker,
@@ -130,7 +130,7 @@ def test_torn_journal_tail_is_ignored_and_trimmed(tmp_path: Path) -> None:
 def test_journal_appends_are_whole_lines_from_many_threads(tmp_path: Path) -> None:
     import threading
 
-    from ksi.runner.models import AttemptRecord
+    from ksi.records import AttemptRecord
 
     journal = Journal(tmp_path / "j.jsonl")
     big = "x" * 100_000
@@ -335,7 +335,7 @@ def test_resume_takes_a_raised_budget_and_the_tasks_path(tmp_path: Path) -> None
 
 
 def test_regrade_refuses_a_run_that_is_going(tmp_path: Path) -> None:
-    from ksi.runner.regrade import regrade_run
+    from ksi.runs.regrade import regrade_run
 
     tasks = _tasks(tmp_path, 1)
     run_dir = tmp_path / "run"

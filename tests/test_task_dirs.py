@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from ksi.errors import TaskLoadError
+from ksi.layout import RunLayout, dirname_clashes, folds_case, task_dirname
 from ksi.models import TaskSpec
-from ksi.runner.layout import RunLayout, dirname_clashes, folds_case, task_dirname
 from ksi.tasks.loaders import load_tasks_for_source
 from tests.run_helpers import journal_lines, ksi, write_tasks
 

@@ -17,7 +17,7 @@ import test_plugins
 from test_plugins import Site
 
 from ksi.errors import UserInputError
-from ksi.runner.config import RESUME_RULES, RunConfig
+from ksi.rundir.config import RESUME_RULES, RunConfig
 from ksi.tasks.selection import TaskSelection
 from tests.run_helpers import journal_lines, ksi, write_tasks
 

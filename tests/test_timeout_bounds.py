@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 from ksi.cli import build_app
 from ksi.limits import MAX_TIMEOUT_SEC
 from ksi.proc import run_process
-from ksi.runner.config import RunConfig
+from ksi.rundir.config import RunConfig
 
 TOO_LONG = 30 * 24 * 3600.0  # 30 days: past what poll() could take in one call
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from ksi.runner.summary import summarize_run
+from ksi.reporting.summary import summarize_run
 from tests.run_helpers import ROOT, ksi
 from tests.view_runs import EVIL_ID, make_generations_run, make_mixed_run
 

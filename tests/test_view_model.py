@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from ksi.runner.layout import RunLayout
-from ksi.runner.models import SkippedFile
-from ksi.runner.run_state import load_run_state
-from ksi.runner.summary import summarize_run
+from ksi.layout import RunLayout
+from ksi.records import SkippedFile
+from ksi.reporting.summary import summarize_run
+from ksi.rundir.run_state import load_run_state
 from ksi.view.chart import percent_line_chart
 from ksi.view.compare import compare_runs, run_labels
 from ksi.view.diffs import classify, file_changes

@@ -15,10 +15,10 @@ from typing import Any, ClassVar
 import attrs
 
 import ksi
+from ksi.attempt.job import AttemptJob, JobOutcome
 from ksi.executors.local import LocalExecutor
 from ksi.hookspecs import Register, hookimpl
-from ksi.runner.job import AttemptJob, JobOutcome
-from ksi.runner.models import WORKER_LOST
+from ksi.records import WORKER_LOST
 from tests.run_helpers import journal_lines, write_tasks
 
 

@@ -13,11 +13,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ksi.layout import RunLayout
 from ksi.models import EvalResult
-from ksi.runner.journal import Journal
-from ksi.runner.layout import RunLayout
-from ksi.runner.models import AttemptRecord
-from ksi.runner.run_state import RunState, Session, save_run_state
+from ksi.records import AttemptRecord
+from ksi.rundir.journal import Journal
+from ksi.rundir.run_state import RunState, Session, save_run_state
 from tests.run_helpers import ksi, write_tasks
 
 EVIL_ID = "evil<script>alert(1)</script>"

@@ -24,8 +24,8 @@ from ksi.text import printable
 
 def run_id_of(run_dir: Path) -> str:
     """The run id of ``run_dir``: ``run_id`` in its ``run.json``, else the directory's name."""
-    from ksi.runner.layout import RunLayout
-    from ksi.runner.run_state import load_run_state
+    from ksi.layout import RunLayout
+    from ksi.rundir.run_state import load_run_state
 
     if not run_dir.is_dir():
         raise UserInputError(

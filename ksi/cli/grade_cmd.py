@@ -19,6 +19,8 @@ from typing import Annotated, Any
 import attrs
 import typer
 
+from ksi.attempt.components import component_name, resolve_host_evaluator
+from ksi.attempt.safety import configure_host_grading, decide_eval_isolation
 from ksi.cli.common import (
     EvalEnvOption,
     EvaluatorOption,
@@ -35,8 +37,6 @@ from ksi.errors import UserInputError
 from ksi.fstree import copy_tree
 from ksi.models import EvalResult, TaskSpec
 from ksi.options import parse_key_values
-from ksi.runner.components import component_name, resolve_host_evaluator
-from ksi.runner.safety import configure_host_grading, decide_eval_isolation
 from ksi.text import printable
 
 DEFAULT_TASK_SOURCE = "custom"

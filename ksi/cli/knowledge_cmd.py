@@ -22,8 +22,8 @@ def export_command(
 ) -> None:
     """Write the run's newest notes to a bundle file for `ksi run --seed-knowledge`."""
     from ksi.knowledge.store import bundle_data, export_bundle
-    from ksi.runner.layout import RunLayout
-    from ksi.runner.run_state import load_run_state
+    from ksi.layout import RunLayout
+    from ksi.rundir.run_state import load_run_state
     from ksi.serialization import write_json_atomic
 
     layout = RunLayout(run_dir.resolve())

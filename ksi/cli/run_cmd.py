@@ -55,8 +55,8 @@ from ksi.text import printable
 
 if TYPE_CHECKING:
     from ksi.cli.run_flags_cache import Row
-    from ksi.runner.driver import RunPlan
-    from ksi.runner.progress import Progress
+    from ksi.runs.driver import RunPlan
+    from ksi.runs.progress import Progress
 
 
 def _tasks_path_value(path: Path | None) -> str | None:
@@ -69,7 +69,7 @@ def _tasks_path_value(path: Path | None) -> str | None:
 
 
 def _progress() -> Progress:
-    from ksi.runner.progress import PlainProgress, RichProgress
+    from ksi.runs.progress import PlainProgress, RichProgress
 
     return RichProgress() if is_tty() else PlainProgress()
 
@@ -286,13 +286,13 @@ def run_command(
     Options may come from a TOML file (-c run.toml) and, for the common ones,
     from KSI_* environment variables; the command line wins over both.
     """
+    from ksi.attempt.safety import EVAL_ISOLATION_CHOICES
+    from ksi.layout import RunLayout
     from ksi.options import parse_key_values
-    from ksi.runner.api import default_run_dir
-    from ksi.runner.config import RunConfig, default_concurrency
-    from ksi.runner.driver import Driver
-    from ksi.runner.layout import RunLayout
-    from ksi.runner.run_state import load_run_state
-    from ksi.runner.safety import EVAL_ISOLATION_CHOICES
+    from ksi.rundir.config import RunConfig, default_concurrency
+    from ksi.rundir.run_state import load_run_state
+    from ksi.runs.api import default_run_dir
+    from ksi.runs.driver import Driver
     from ksi.tasks.selection import split_patterns
 
     path = tasks_path_of(tasks, tasks_path)
@@ -504,8 +504,8 @@ def report_command(
     ] = None,
 ) -> None:
     """Print a run's summary again, from its journal alone (table, JSON, CSV or Markdown)."""
-    from ksi.runner.report import build_report
-    from ksi.runner.summary import summarize_run
+    from ksi.reporting.report import build_report
+    from ksi.reporting.summary import summarize_run
 
     fmt = _check_choice("--format", output_format, REPORT_FORMATS)
     if as_json:
@@ -563,7 +563,7 @@ def regrade_command(
     keep their records.
     """
     from ksi.options import parse_key_values
-    from ksi.runner.regrade import regrade_run
+    from ksi.runs.regrade import regrade_run
 
     stop_signals_as_interrupt()
     summary = regrade_run(
@@ -602,8 +602,8 @@ def check_command(
     nop only and listed as not checked. Exit code 1 when any task is broken.
     """
     from ksi.options import parse_key_values
-    from ksi.runner.check import check_tasks
-    from ksi.runner.config import default_concurrency
+    from ksi.rundir.config import default_concurrency
+    from ksi.runs.check import check_tasks
     from ksi.serialization import to_data
 
     path = require_tasks_path(tasks, tasks_path, "check")

@@ -14,10 +14,9 @@ import os
 
 import typer
 
-from ksi.runner.attention import capture_changes, failing_tasks, unchanged_attempts
-from ksi.runner.capture import MAX_LISTED_SKIPS
-from ksi.runner.generation_models import GenerationsSummary, TaskGenerations
-from ksi.runner.models import RunSummary, TaskSummary
+from ksi.attempt.capture import MAX_LISTED_SKIPS
+from ksi.records import GenerationsSummary, RunSummary, TaskGenerations, TaskSummary
+from ksi.reporting.attention import capture_changes, failing_tasks, unchanged_attempts
 from ksi.text import printable
 
 #: Failing tasks, and attempts of each, described; the rest are counted.

@@ -116,9 +116,9 @@ def compare_command(
     solved_threshold: ThresholdOption = None,
 ) -> None:
     """Compare runs task by task: best score in each, the change, flipped tasks first."""
-    from ksi.runner.layout import RunLayout
-    from ksi.runner.run_state import load_run_state
-    from ksi.runner.summary import summarize_run
+    from ksi.layout import RunLayout
+    from ksi.reporting.summary import summarize_run
+    from ksi.rundir.run_state import load_run_state
     from ksi.serialization import to_data
     from ksi.view.compare import compare_runs, run_labels
 

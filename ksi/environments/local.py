@@ -5,7 +5,7 @@ KSI can. What KSI does guarantee on ``local``:
 
 * the process starts with cwd in the attempt's workspace, in its own session
   and process group, with the scrubbed environment
-  (:mod:`ksi.runner.envscrub`) plus what the agent adds;
+  (:mod:`ksi.attempt.envscrub`) plus what the agent adds;
 * stdout and stderr stream to log files, each capped in size;
 * when the process ends, times out or the handle is stopped, every process it
   started is terminated, then killed: its cgroup's (where KSI can create

@@ -79,7 +79,7 @@ SECRET_FILES = (
 )
 #: Host directories of secrets root can read, hidden behind an empty tmpfs whatever the options.
 SECRET_DIRS = ("/etc/ssl/private", "/etc/docker", "/var/lib/docker", "/var/lib/containerd")
-#: The file that marks a run directory (see :mod:`ksi.runner.layout`).
+#: The file that marks a run directory (see :mod:`ksi.layout`).
 _RUN_MARKER = "run.json"
 #: Variables from the scrub naming host places the sandbox hides; left out.
 HIDDEN_VARS = frozenset(

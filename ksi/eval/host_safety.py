@@ -4,7 +4,7 @@ The ``command`` evaluator runs on the host, as the task spec requires, but
 its eval command imports what the agent wrote. So it gets what an agent gets
 and no more:
 
-* **environment**: the allow-list of :mod:`ksi.runner.envscrub` (no
+* **environment**: the allow-list of :mod:`ksi.attempt.envscrub` (no
   API keys, tokens or cloud credentials) plus the variables the user names
   (``--eval-env NAME``), plus ``KSI_TASK_ID`` and ``KSI_EVAL_WORKDIR``;
 * **isolation** ``sandbox`` (the default for a run whose agent ran isolated):
@@ -25,9 +25,9 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from ksi.attempt.envscrub import passthrough_problems, scrubbed_env
 from ksi.environments.sandbox import HIDDEN_VARS, bwrap_args, run_dirs_to_hide
 from ksi.errors import UserInputError
-from ksi.runner.envscrub import passthrough_problems, scrubbed_env
 
 #: ``none``: a plain host process; ``sandbox``: inside bubblewrap.
 ISOLATIONS = ("none", "sandbox")

@@ -4,7 +4,7 @@ Attempts spend their time waiting on child processes, so threads are enough.
 The pool has ``concurrency`` threads; the driver submits at most that many
 jobs at a time, so a run of 10,000 tasks never holds 10,000 futures. Jobs run
 in the driver's process, with the driver's already prepared components, and
-:meth:`LocalExecutor.cancel` stops them through :mod:`ksi.runner.cancel`.
+:meth:`LocalExecutor.cancel` stops them through :mod:`ksi.attempt.cancel`.
 """
 
 from __future__ import annotations
@@ -17,10 +17,7 @@ from typing import ClassVar
 import attrs
 
 from ksi.hookspecs import Register, hookimpl
-from ksi.runner.attempt import run_job
-from ksi.runner.cancel import cancel_session
-from ksi.runner.job import AttemptJob, JobOutcome
-from ksi.runner.models import AttemptRecord
+from ksi.jobs import AttemptJob, AttemptRecord, JobOutcome, cancel_session, run_job
 
 
 def outcome_of(job: AttemptJob, future: Future[AttemptRecord]) -> JobOutcome:

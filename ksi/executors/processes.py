@@ -13,14 +13,14 @@ worker holds one job at a time; the driver writes the pickled job to the
 worker's job pipe and reads the pickled record from its record pipe, in the
 driver's own thread, with no pool thread in between (a thread hop per job
 costs as much as a short attempt's Python). Components are resolved by name
-in the worker, from the installed plugins (``ksi.runner.attempt.components_for``),
+in the worker, from the installed plugins (``ksi.attempt.execute.components_for``),
 so a component given as a Python object must pickle (defined at module
 level), and a plugin registered in-process only is not found there.
 
 Lifecycle: a worker that dies mid-job makes that job an error outcome with
 ``worker_lost`` (a resume runs it again) and is replaced for the next job.
 Ctrl-C reaches the workers as SIGUSR1: each stops the attempt it runs, as
-:func:`ksi.runner.cancel.cancel_session` does for threads. Workers ignore the
+:func:`ksi.attempt.cancel.cancel_session` does for threads. Workers ignore the
 terminal's SIGINT (the driver decides), and die with the driver (Linux's
 parent-death signal), as threads would.
 """
@@ -43,8 +43,7 @@ import attrs
 
 from ksi.errors import UnknownComponentError
 from ksi.hookspecs import Register, hookimpl
-from ksi.runner.job import AttemptJob, JobOutcome, pickled_job
-from ksi.runner.models import WORKER_LOST, AttemptRecord
+from ksi.jobs import WORKER_LOST, AttemptJob, AttemptRecord, JobOutcome, pickled_job
 
 #: Seconds a worker whose record pipe closed has to finish dying before it is killed.
 _DEATH_WAIT_SEC = 5.0
@@ -249,7 +248,7 @@ def _on_cancel(signum: int, frame: FrameType | None) -> None:
 
 
 def _cancel_in_thread(session_id: str) -> None:
-    from ksi.runner.cancel import cancel_session
+    from ksi.jobs import cancel_session
 
     threading.Thread(target=cancel_session, args=(session_id,), daemon=True).start()
 
@@ -273,8 +272,7 @@ def serve(job_fd: int, record_fd: int) -> None:
     signal.signal(signal.SIGUSR1, _on_cancel)
     from multiprocessing.connection import Connection
 
-    from ksi.runner.attempt import run_job
-    from ksi.runner.cancel import cancel_session
+    from ksi.jobs import cancel_session, run_job
 
     jobs = Connection(job_fd, writable=False)
     records = Connection(record_fd, readable=False)

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from ksi.hookspecs import hookimpl
-from ksi.runner.models import AttemptRecord, RunInfo, RunSummary
+from ksi.records import AttemptRecord, RunInfo, RunSummary
 from ksi.serialization import write_json_atomic
 
 #: Minimum seconds between two rewrites while a run is going.
@@ -27,7 +27,7 @@ def _write(run: RunInfo) -> None:
     target = run.config.get("output_json")
     if not target:
         return
-    from ksi.runner.report import build_report
+    from ksi.reporting.report import build_report
 
     with _lock:
         write_json_atomic(Path(target), build_report(run.run_dir))

@@ -15,7 +15,7 @@ path (symlinks followed):
   the tasks file says plainly where the files come from).
 
 The run directory itself is checked when a run starts
-(:meth:`ksi.runner.layout.RunLayout.check_tasks`): starting files must
+(:meth:`ksi.layout.RunLayout.check_tasks`): starting files must
 neither contain it nor lie inside it.
 """
 

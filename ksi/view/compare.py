@@ -15,8 +15,8 @@ from typing import Any, Literal
 
 import attrs
 
-from ksi.runner.models import RunSummary
-from ksi.runner.run_state import RunState
+from ksi.records import RunSummary
+from ksi.rundir.run_state import RunState
 
 Direction = Literal["gained", "lost", "better", "worse", "same", "missing"]
 

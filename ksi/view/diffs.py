@@ -2,7 +2,7 @@
 
 The highlighter is this classification: the HTML template gives each kind a
 colour, ``ksi show`` a rich style. It knows the lines
-:mod:`ksi.runner.diff` writes (git-style headers, hunks, ``\\ No newline``
+:mod:`ksi.attempt.diff` writes (git-style headers, hunks, ``\\ No newline``
 markers, ``Binary files ... differ``, the ``# ksi:`` notes) and nothing more:
 a line it does not recognise is context, shown as it is.
 """
@@ -14,7 +14,7 @@ from typing import Literal, NamedTuple
 
 import attrs
 
-from ksi.runner.diff import header_path
+from ksi.attempt.diff import header_path
 
 LineKind = Literal["file", "meta", "hunk", "add", "del", "context", "note"]
 

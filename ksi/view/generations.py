@@ -1,12 +1,12 @@
 """What a view adds to a run's generations summary: links to notes, and who got which.
 
 The per-generation figures themselves are computed once, by
-:func:`ksi.runner.generation_summary.summarize_generations`, and reach every
-view as :attr:`ksi.runner.models.RunSummary.generations` (hold-outs counted
+:func:`ksi.generations.figures.summarize_generations`, and reach every
+view as :attr:`ksi.records.RunSummary.generations` (hold-outs counted
 apart there). This module only finds the notes each generation stored
 (``knowledge/<generation>/KNOWLEDGE.md``) so a view can link to them, and
 says in words which notes an attempt was given (its record's
-:class:`~ksi.runner.models.KnowledgeRef`).
+:class:`~ksi.records.KnowledgeRef`).
 """
 
 from __future__ import annotations
@@ -14,8 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ksi.knowledge.store import KNOWLEDGE_DIR, generation_dir, stored_generations
-from ksi.runner.generation_models import GenerationsSummary
-from ksi.runner.models import KnowledgeRef
+from ksi.records import GenerationsSummary, KnowledgeRef
 
 #: Hex digits of a notes file's SHA-256 a view prints (the record keeps all 64).
 SHORT_HASH = 12

@@ -33,7 +33,7 @@ from urllib.parse import quote
 
 from ksi._version import __version__
 from ksi.errors import UserInputError
-from ksi.runner.generation_models import GenerationsSummary
+from ksi.records import GenerationsSummary
 from ksi.text import printable
 from ksi.view import fmt
 from ksi.view.chart import LineChart, percent_line_chart

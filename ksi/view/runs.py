@@ -1,8 +1,8 @@
 """Everything a view shows about a run, read from its run directory alone.
 
 :func:`load_run_view` reuses the typed readers every command uses
-(:func:`ksi.runner.summary.summarize_run` for the journal and the figures,
-:func:`ksi.runner.run_state.load_run_state` for ``run.json``) and adds what
+(:func:`ksi.reporting.summary.summarize_run` for the journal and the figures,
+:func:`ksi.rundir.run_state.load_run_state` for ``run.json``) and adds what
 only a person looking at attempts needs: each attempt's prompt, diff, logs
 and eval output as bounded excerpts, the reasons for its status, its earlier
 tries, and links (relative to the run directory) to every file it wrote.
@@ -24,11 +24,10 @@ from typing import Literal
 import attrs
 
 from ksi.errors import UserInputError
-from ksi.runner.generation_models import GenerationsSummary
-from ksi.runner.layout import RunLayout
-from ksi.runner.models import AttemptRecord, RunSummary, TaskSummary
-from ksi.runner.run_state import RunState, load_run_state
-from ksi.runner.summary import summarize_run
+from ksi.layout import RunLayout
+from ksi.records import AttemptRecord, GenerationsSummary, RunSummary, TaskSummary
+from ksi.reporting.summary import summarize_run
+from ksi.rundir.run_state import RunState, load_run_state
 from ksi.view.diffs import DiffLine, FileChange, classify, file_changes
 from ksi.view.excerpt import MISSING, Excerpt, read_excerpt, text_excerpt
 from ksi.view.generations import notes_files

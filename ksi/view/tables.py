@@ -13,7 +13,7 @@ import io
 import re
 from collections.abc import Sequence
 
-from ksi.runner.models import RunSummary, TaskSummary
+from ksi.records import RunSummary, TaskSummary
 from ksi.text import printable
 from ksi.view.generations import learning_tasks, newly_solved_ids
 from ksi.view.verdict import task_state

@@ -12,7 +12,7 @@ from typing import Literal
 
 import attrs
 
-from ksi.runner.models import AttemptRecord, TaskSummary, is_solved
+from ksi.records import AttemptRecord, TaskSummary, is_solved
 from ksi.view import fmt
 
 Tone = Literal["good", "partial", "bad", "unscored", "error"]

@@ -1,7 +1,7 @@
 """Run a real KSI agent plugin against a fake CLI, the way the runner does.
 
 The fake directory goes first on PATH; the agent's environment is built by
-:func:`ksi.runner.envscrub.scrubbed_env` from a synthetic host
+:func:`ksi.attempt.envscrub.scrubbed_env` from a synthetic host
 environment; the process runs through the real ``local`` environment; the
 outcome is read back by the agent. ``FAKE_SCENARIO``/``FAKE_RECORD`` reach
 the fake as ``--agent-env`` passthrough variables would.
@@ -16,10 +16,10 @@ from typing import Any
 
 import attrs
 
+from ksi.attempt.envscrub import agent_optional_env, scrubbed_env
 from ksi.environments.local import LocalEnvironment
 from ksi.interfaces import AgentContext, AgentOutcome, AttemptContext, Invocation
 from ksi.models import TaskSpec
-from ksi.runner.envscrub import agent_optional_env, scrubbed_env
 
 FAKES = Path(__file__).resolve().parent
 

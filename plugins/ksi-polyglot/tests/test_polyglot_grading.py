@@ -11,8 +11,8 @@ from conftest import PATH, exercise, missing_toolchain, required
 from ksi_polyglot.evaluator import PolyglotEvaluator
 from ksi_polyglot.source import PolyglotTaskSource
 
+from ksi.jobs import seed_dir
 from ksi.models import EvalResult, TaskSpec
-from ksi.runner.attempt import seed_dir
 
 
 @pytest.fixture(autouse=True)

@@ -11,7 +11,7 @@ from conftest import CHECKOUT, exercise, ksi_cli
 from ksi_polyglot.source import PolyglotTaskSource
 
 from ksi.errors import TaskLoadError
-from ksi.runner.attempt import seed_dir
+from ksi.jobs import seed_dir
 
 ALL_IDS = [
     f"{lang}.{name}"

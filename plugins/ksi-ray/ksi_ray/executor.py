@@ -35,9 +35,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import attrs
 
 from ksi.errors import KsiWarning, UserInputError
-from ksi.runner.diskfull import save_unless_disk_full
-from ksi.runner.job import AttemptJob, JobOutcome, unpicklable_reason
-from ksi.runner.models import WORKER_LOST
+from ksi.jobs import WORKER_LOST, AttemptJob, JobOutcome, save_unless_disk_full, unpicklable_reason
 from ksi.serialization import to_data
 from ksi_ray.shipping import pack_dir, relocated, unpack_dir
 
@@ -272,7 +270,7 @@ class RayExecutor:
         key = job_key(job)
         seed = None if self.shared_run_dir else self._seed_ref(job)
         if self.shared_run_dir:
-            from ksi.runner.attempt import seed_dir
+            from ksi.jobs import seed_dir
 
             seed_dir(job.task, job.seed_dir())  # the workers find it in the shared run dir
         slot = {"num_cpus": 0, "resources": {self.slot_resource: 1}}
@@ -306,7 +304,7 @@ class RayExecutor:
         if found is not None:
             self._seeds.move_to_end(task_id)
             return found
-        from ksi.runner.attempt import seed_dir
+        from ksi.jobs import seed_dir
 
         ref = self._ray.put(pack_dir(seed_dir(job.task, job.seed_dir())))
         self.seeds_put += 1

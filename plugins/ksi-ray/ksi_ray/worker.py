@@ -3,9 +3,9 @@
 These functions are sent as Ray tasks by :mod:`ksi_ray.executor` and run in
 Ray worker processes, where KSI and this plugin are installed (the probe
 checks that they are the driver's versions). An attempt runs with the same
-code as on one machine (:func:`ksi.runner.attempt.run_job`), in a thread: the
+code as on one machine (:func:`ksi.attempt.execute.run_job`), in a thread: the
 task's main thread watches the session's cancel signal and, when it fires,
-stops the attempt's environment handle (:func:`ksi.runner.cancel.cancel_session`),
+stops the attempt's environment handle (:func:`ksi.attempt.cancel.cancel_session`),
 which kills the agent's whole process tree. ``ray.cancel`` could not: it does
 not interrupt a thread blocked in ``Popen.wait()``, and its ``force=True``
 kills the worker but not the agent, which runs in a session of its own.
@@ -38,7 +38,7 @@ class AttemptResult:
     node: NodeInfo
     #: False: the coordinator refused to let it start (the session was cancelled).
     ran: bool
-    record: Any = None  # ksi.runner.models.AttemptRecord
+    record: Any = None  # ksi.records.AttemptRecord
     #: The attempt directory as :func:`ksi_ray.shipping.pack_dir` bytes (None: shared run dir).
     archive: bytes | None = None
     #: The session was cancelled while it ran (the driver drops it).
@@ -86,8 +86,8 @@ def component_versions(job: Any) -> tuple[dict[str, str], Any]:
     Computed the same way on the driver and on every node, so they compare.
     """
     from ksi._version import __version__ as ksi_version
+    from ksi.jobs import components_for
     from ksi.plugins import get_plugins
-    from ksi.runner.attempt import components_for
 
     parts = components_for(job)
     versions = {"ksi": ksi_version, "ksi-ray": ksi_ray_version}
@@ -138,8 +138,7 @@ def probe_node(job: Any, scratch: str) -> NodeReport:
 
 def cleanup_node(job: Any, scratch: str) -> int:
     """The end of a session on this node: ``environment.cleanup`` and the scratch files."""
-    from ksi.runner.attempt import components_for, forget_components
-    from ksi.runner.cancel import forget_session
+    from ksi.jobs import components_for, forget_components, forget_session
 
     node = this_node()
     try:
@@ -164,8 +163,7 @@ def run_attempt(
     """Run one attempt job here, once: claimed first, cancellable, its directory returned."""
     import ray
 
-    from ksi.runner.attempt import run_job
-    from ksi.runner.cancel import cancel_session
+    from ksi.jobs import cancel_session, run_job
 
     node = this_node()
     if not ray.get(coordinator.claim.remote(key, dispatch, node)):

@@ -26,8 +26,8 @@ from ksi_ray.executor import RayExecutor, job_key
 
 import ksi
 from ksi.errors import KsiWarning, UserInputError
-from ksi.runner.job import ComponentSpec
-from ksi.runner.journal import latest_by_attempt, read_records
+from ksi.jobs import ComponentSpec
+from ksi.rundir.journal import latest_by_attempt, read_records
 from ksi.serialization import to_data
 from tests.job_helpers import command_job
 from tests.run_helpers import journal_lines, write_tasks

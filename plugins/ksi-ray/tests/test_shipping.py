@@ -7,7 +7,7 @@ from pathlib import Path
 
 from ksi_ray.shipping import pack_dir, relocated, unpack_dir
 
-from ksi.runner.models import AttemptRecord
+from ksi.jobs import AttemptRecord
 
 
 def test_a_directory_round_trips_with_modes_links_and_empty_dirs(tmp_path: Path) -> None:

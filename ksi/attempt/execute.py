@@ -11,7 +11,7 @@ It runs in a thread of the driver's process, in another process, or on
 another machine: components are resolved from the job's specs once per
 process and session (the driver's own, already prepared instances when it
 runs in the driver's process), and the environment handles it starts are
-registered with :mod:`ksi.runner.cancel` so the driver can stop them.
+registered with :mod:`ksi.attempt.cancel` so the driver can stop them.
 """
 
 from __future__ import annotations
@@ -26,6 +26,19 @@ from typing import Any
 
 import attrs
 
+from ksi.attempt.cancel import Cancelled, CancelToken, close_token, open_token
+from ksi.attempt.capture import CaptureReport, capture_repo, copy_tree, remove_tree
+from ksi.attempt.components import Components, component_name, resolve_components
+from ksi.attempt.diff import write_diff
+from ksi.attempt.diskfull import (
+    DISK_FULL,
+    is_disk_full,
+    mark_disk_full,
+    save_unless_disk_full,
+    wipe_after_disk_full,
+)
+from ksi.attempt.job import AttemptJob
+from ksi.attempt.safety import agent_is_isolated
 from ksi.interfaces import (
     AgentContext,
     AgentOutcome,
@@ -36,21 +49,7 @@ from ksi.interfaces import (
 )
 from ksi.models import EvalResult, TaskSpec, total_usage
 from ksi.protected_files import ProtectRule
-from ksi.runner.cancel import Cancelled, CancelToken, close_token, open_token
-from ksi.runner.capture import CaptureReport, capture_repo, copy_tree, remove_tree
-from ksi.runner.components import Components, component_name, resolve_components
-from ksi.runner.diff import write_diff
-from ksi.runner.diskfull import (
-    DISK_FULL,
-    is_disk_full,
-    mark_disk_full,
-    save_unless_disk_full,
-    wipe_after_disk_full,
-)
-from ksi.runner.job import AttemptJob
-from ksi.runner.models import AttemptRecord, RoundResult, Timings
-from ksi.runner.run_state import now
-from ksi.runner.safety import agent_is_isolated
+from ksi.records import AttemptRecord, RoundResult, Timings, now
 from ksi.serialization import to_data
 
 #: Agent statuses meaning the agent never really worked on the task.

@@ -2,8 +2,8 @@
 
 It loads the tasks, resolves and prepares the components, opens the run
 directory (``run.json``), runs generation after generation (one for a plain
-run; :mod:`ksi.runner.generations`), plans what is missing from the journal, and hands
-:class:`~ksi.runner.job.AttemptJob` values to the executor, at most
+run; :mod:`ksi.generations.steps`), plans what is missing from the journal, and hands
+:class:`~ksi.attempt.job.AttemptJob` values to the executor, at most
 ``--concurrency`` at a time. It alone writes the journal, calls observers,
 enforces ``--max-cost``, decides retries (a new ``try_number``; a pause for
 rate limits) and handles Ctrl-C: running attempts are cancelled, never
@@ -27,23 +27,14 @@ from typing import Any
 import attrs
 
 from ksi._version import __version__
-from ksi.errors import KsiError, KsiWarning, RunError, UserInputError
-from ksi.interfaces import Executor, TaskSource
-from ksi.knowledge.models import Knowledge, PlanRequest
-from ksi.knowledge.render import IndexedNotes
-from ksi.knowledge.store import read_knowledge
-from ksi.models import TaskSpec
-from ksi.plugins import get_plugins
-from ksi.runner.attempt import RETRYABLE_AGENT_STATUSES, forget_components, use_components
-from ksi.runner.cancel import forget_session
-from ksi.runner.components import (
+from ksi.attempt.cancel import forget_session
+from ksi.attempt.components import (
     Components,
     component_name,
     resolve_components,
     resolve_executor,
 )
-from ksi.runner.config import RunConfig, resume_mismatches, task_set_fingerprint
-from ksi.runner.diskfull import (
+from ksi.attempt.diskfull import (
     DISK_FULL,
     DiskFullError,
     DiskFullWatch,
@@ -52,15 +43,20 @@ from ksi.runner.diskfull import (
     save_unless_disk_full,
     wipe_after_disk_full,
 )
-from ksi.runner.envscrub import agent_optional_env, missing_required, scrubbed_env
-from ksi.runner.generation_setup import (
+from ksi.attempt.envscrub import agent_optional_env, missing_required, scrubbed_env
+from ksi.attempt.execute import RETRYABLE_AGENT_STATUSES, forget_components, use_components
+from ksi.attempt.job import AttemptJob, AttemptSettings, ComponentSpec, JobOutcome
+from ksi.attempt.safety import credential_warning, endpoint_warning
+from ksi.errors import KsiError, KsiWarning, RunError, UserInputError
+from ksi.generations.phases import PhaseEvent, Phases, append_phase
+from ksi.generations.setup import (
     distillation_spend,
     grow_progress,
     plan_tasks,
     resolve_generation_parts,
     store_seed,
 )
-from ksi.runner.generations import (
+from ksi.generations.steps import (
     DistillationFailed,
     attempt_numbers,
     context_for,
@@ -70,21 +66,26 @@ from ksi.runner.generations import (
     needs_distillation,
     task_states,
 )
-from ksi.runner.job import AttemptJob, AttemptSettings, ComponentSpec, JobOutcome
-from ksi.runner.journal import Journal, latest_by_attempt, read_records, spending_records
-from ksi.runner.layout import RunLayout, clear_attempt_dir
-from ksi.runner.models import (
+from ksi.interfaces import Executor, TaskSource
+from ksi.knowledge.models import Knowledge, PlanRequest
+from ksi.knowledge.render import IndexedNotes
+from ksi.knowledge.store import read_knowledge
+from ksi.layout import RunLayout, clear_attempt_dir
+from ksi.models import TaskSpec
+from ksi.plugins import get_plugins
+from ksi.records import (
     AttemptRecord,
     RunInfo,
     RunSummary,
     Timings,
     is_solved,
+    now,
 )
-from ksi.runner.phases import PhaseEvent, Phases, append_phase
-from ksi.runner.progress import NullProgress, Progress
-from ksi.runner.run_state import RunState, load_run_state, now, save_run_state
-from ksi.runner.safety import credential_warning, endpoint_warning
-from ksi.runner.summary import summarize_run
+from ksi.reporting.summary import summarize_run
+from ksi.runs.progress import NullProgress, Progress
+from ksi.rundir.config import RunConfig, resume_mismatches, task_set_fingerprint
+from ksi.rundir.journal import Journal, latest_by_attempt, read_records, spending_records
+from ksi.rundir.run_state import RunState, load_run_state, save_run_state
 from ksi.serialization import to_data
 
 BACKOFF_BASE_SEC = 2.0

@@ -23,8 +23,8 @@ import os
 
 import attrs
 
-from ksi.runner.journal import latest_by_attempt
-from ksi.runner.models import AttemptRecord, RunSummary, SkippedFile
+from ksi.records import AttemptRecord, RunSummary, SkippedFile
+from ksi.rundir.journal import latest_by_attempt
 
 #: Skip kinds that are capture's anti-tamper rules at work (not noise, not limits).
 CAPTURE_RULE_KINDS = frozenset({"test_created", "test_restored", "score_json"})

@@ -7,6 +7,7 @@ killed run shows exactly what a finished one would have.
 
 from __future__ import annotations
 
+import datetime as dt
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,81 @@ import attrs
 
 from ksi.models import EvalResult, Usage
 from ksi.models import is_solved as is_solved  # the one solved predicate, for the runner
-from ksi.runner.generation_models import GenerationsSummary
+
+
+def now() -> str:
+    """A UTC timestamp as KSI writes them (run.json, records)."""
+    return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds")
+
+
+# The per-generation figures of a run (renderers read these), derived from the journal,
+# ``generations.jsonl`` and the stored notes by
+# :func:`ksi.generations.figures.summarize_generations`; carried on
+# :attr:`RunSummary.generations` (``None`` for a run of one generation).
+
+
+@attrs.frozen
+class GenerationSummary:
+    """One generation. Hold-out tasks are counted apart, never in the learning figures."""
+
+    generation: int
+    #: Learning (non-hold-out) tasks the generation ran.
+    tasks_attempted: int
+    #: Of those, the tasks one of this generation's attempts solved.
+    solved: int
+    #: ``solved / tasks_attempted`` (0.0 when it ran none).
+    solve_rate: float
+    #: Tasks first solved in this generation.
+    newly_solved: int
+    #: Learning tasks solved in this generation or before.
+    cumulative_solved: int
+    #: ``cumulative_solved`` over every learning task of the run.
+    cumulative_solve_rate: float
+    #: What its attempts and its distillation cost (None: nothing reported a cost).
+    cost_usd: float | None = None
+    #: The part of ``cost_usd`` its distillation spent.
+    distill_cost_usd: float | None = None
+    holdout_attempted: int = 0
+    holdout_solved: int = 0
+    #: The stored generation whose notes its attempts got (0: seeded; None: no notes).
+    knowledge_from: int | None = None
+    #: Who wrote its notes ("" : not distilled yet, or not to be distilled).
+    distiller: str = ""
+    #: Why the configured distiller's notes were not used ("" when they were).
+    fallback: str = ""
+    #: Why it has no notes ("" when it has, or is not distilled yet).
+    not_distilled: str = ""
+    distilled: bool = False
+
+
+@attrs.frozen
+class TaskGenerations:
+    """One task across generations."""
+
+    task_id: str
+    holdout: bool
+    best_score: float | None
+    #: The first generation that reached ``best_score`` (None: never scored).
+    best_generation: int | None
+    #: The first generation that solved it (None: not solved).
+    solved_generation: int | None
+    #: The generations it ran in.
+    generations_run: tuple[int, ...] = ()
+
+
+@attrs.frozen
+class GenerationsSummary:
+    """Every generation of a run, and every task's progress through them."""
+
+    #: ``--generations`` (the most the run may run; a strategy may stop sooner).
+    planned: int
+    strategy: str
+    knowledge: str
+    distiller: str
+    generations: tuple[GenerationSummary, ...]
+    tasks: tuple[TaskGenerations, ...]
+    holdout_task_ids: tuple[str, ...] = ()
+
 
 #: Attempt statuses. ``scored``: the evaluator gave a score. ``unscored``: the
 #: evaluator could not score it (eval timeout, missing workspace, no eval

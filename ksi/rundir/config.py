@@ -26,7 +26,7 @@ from ksi.knowledge.choices import (
 from ksi.limits import timeout_problem
 from ksi.models import TaskSpec
 from ksi.protected_files import glob_problem
-from ksi.runner.run_state import RunState
+from ksi.rundir.run_state import RunState
 from ksi.tasks.selection import TaskSelection
 
 

@@ -1,4 +1,4 @@
-"""Per-generation figures from a run directory (see :mod:`ksi.runner.generation_models`).
+"""Per-generation figures from a run directory (see :mod:`ksi.records`).
 
 "Solved" is :func:`ksi.models.is_solved` on scored attempts, as everywhere
 else; unscored attempts count for nothing here either.
@@ -11,12 +11,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ksi.generations.phases import Phases
 from ksi.knowledge.store import read_knowledge
 from ksi.models import is_solved
-from ksi.runner.generation_models import GenerationsSummary, GenerationSummary, TaskGenerations
-from ksi.runner.journal import latest_by_attempt, spending_records
-from ksi.runner.models import AttemptRecord
-from ksi.runner.phases import Phases
+from ksi.records import AttemptRecord, GenerationsSummary, GenerationSummary, TaskGenerations
+from ksi.rundir.journal import latest_by_attempt, spending_records
 
 
 def _sum(values: Sequence[float | None]) -> float | None:

@@ -11,13 +11,13 @@ from typing import Any
 
 import attrs
 
+from ksi.attempt.components import spec_name
 from ksi.errors import UserInputError
 from ksi.models import TaskSpec
-from ksi.runner.components import spec_name
-from ksi.runner.config import RunConfig
-from ksi.runner.driver import Driver
-from ksi.runner.models import RunSummary
-from ksi.runner.progress import Progress
+from ksi.records import RunSummary
+from ksi.runs.driver import Driver
+from ksi.runs.progress import Progress
+from ksi.rundir.config import RunConfig
 
 
 def default_run_dir(runs_root: str | Path = "runs", run_name: str | None = None) -> Path:
@@ -66,7 +66,7 @@ def run(
     ``tasks`` is a list of :class:`~ksi.models.TaskSpec` or a path for
     ``task_source``; ``agent``, ``evaluator`` and ``environment`` are names
     (as on the command line), component classes, or ready instances. Other
-    keyword arguments are :class:`~ksi.runner.config.RunConfig` fields
+    keyword arguments are :class:`~ksi.rundir.config.RunConfig` fields
     (``timeout_sec``, ``retries``, ``wipe_workspace``, ``model``...). Running
     again with the same ``run_dir`` resumes.
     """

@@ -17,16 +17,16 @@ from pathlib import Path
 
 import attrs
 
-from ksi.runner.journal import (
+from ksi.layout import RunLayout
+from ksi.records import AttemptRecord, RunSummary, TaskSummary, is_solved
+from ksi.rundir.journal import (
     JournalContents,
     journal_warnings,
     latest_by_attempt,
     read_journal,
     spending_records,
 )
-from ksi.runner.layout import RunLayout
-from ksi.runner.models import AttemptRecord, RunSummary, TaskSummary, is_solved
-from ksi.runner.run_state import load_run_state
+from ksi.rundir.run_state import load_run_state
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -149,7 +149,7 @@ def summarize_run(
     """The summary of a run directory, from its journal and run.json alone.
 
     ``journal``: the journal's contents when the caller holds them already
-    (the driver that wrote it: :meth:`ksi.runner.journal.Journal.current`).
+    (the driver that wrote it: :meth:`ksi.rundir.journal.Journal.current`).
     """
     layout = RunLayout(Path(run_dir).resolve())
     state = load_run_state(layout)
@@ -173,7 +173,7 @@ def summarize_run(
     )
     if int(config.get("generations", 1)) <= 1:
         return summary
-    from ksi.runner.generation_summary import summarize_generations
+    from ksi.generations.figures import summarize_generations
 
     generations = summarize_generations(
         layout.root,

@@ -20,8 +20,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ksi.attempt.envscrub import agent_optional_env
 from ksi.errors import UserInputError
-from ksi.runner.envscrub import agent_optional_env
 
 #: ``--eval-isolation`` values; ``auto``: ``sandbox`` when the agent ran isolated.
 EVAL_ISOLATION_CHOICES = ("auto", "none", "sandbox")

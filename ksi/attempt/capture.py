@@ -68,7 +68,7 @@ from ksi.fstree import (
     walk_fd,
 )
 from ksi.protected_files import DEFAULT_RULE, ProtectRule
-from ksi.runner.models import SkippedFile
+from ksi.records import SkippedFile
 
 __all__ = [
     "DEFAULT_MAX_FILE_BYTES",

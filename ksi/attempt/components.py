@@ -15,6 +15,8 @@ from typing import Any, Literal, cast
 
 import attrs
 
+from ksi.attempt.job import ComponentSpec
+from ksi.attempt.safety import configure_host_grading, decide_eval_isolation
 from ksi.errors import UserInputError
 from ksi.interfaces import (
     Agent,
@@ -30,8 +32,6 @@ from ksi.interfaces import (
 from ksi.models import TaskSpec
 from ksi.options import create_component
 from ksi.plugins import PROTOCOLS, missing_methods, registry
-from ksi.runner.job import ComponentSpec
-from ksi.runner.safety import configure_host_grading, decide_eval_isolation
 
 #: The command-line flag that carries each kind's options, for error messages.
 OPTION_FLAGS = {

@@ -30,8 +30,8 @@ from typing import Any, ClassVar
 import attrs
 import cattrs
 
+from ksi.generations.evidence_distiller import evidence_notes
 from ksi.hookspecs import Register, hookimpl
-from ksi.knowledge.evidence_distiller import evidence_notes
 from ksi.knowledge.models import INSIGHT_KINDS, DistillRequest, DistillResult, Note
 from ksi.models import TaskSpec, Usage
 from ksi.serialization import to_data
@@ -205,8 +205,8 @@ class AgentDistiller:
         # before it starts, not after a generation of attempts.
         import os
 
-        from ksi.runner.components import resolve
-        from ksi.runner.envscrub import missing_required
+        from ksi.attempt.components import resolve
+        from ksi.attempt.envscrub import missing_required
 
         agent, _ = resolve("agent", self.agent, self._agent_options())
         problems = missing_required(self.agent, getattr(agent, "required_env", ()))
@@ -253,10 +253,10 @@ class AgentDistiller:
 
     def _run_agent(self, request: DistillRequest) -> Any:
         """One attempt of the agent on the evidence task, in ``request.workdir``."""
-        from ksi.runner.attempt import run_job
-        from ksi.runner.components import resolve
-        from ksi.runner.envscrub import agent_optional_env, scrubbed_env
-        from ksi.runner.job import AttemptJob, AttemptSettings, ComponentSpec
+        from ksi.attempt.components import resolve
+        from ksi.attempt.envscrub import agent_optional_env, scrubbed_env
+        from ksi.attempt.execute import run_job
+        from ksi.attempt.job import AttemptJob, AttemptSettings, ComponentSpec
 
         model = self.model or request.model
         options = self._agent_options()
@@ -299,7 +299,7 @@ class AgentDistiller:
         try:
             return run_job(job)
         finally:
-            from ksi.runner.attempt import forget_components
+            from ksi.attempt.execute import forget_components
 
             forget_components(job.session_id)
 

@@ -10,9 +10,9 @@ import platform
 from pathlib import Path
 from typing import Any
 
-from ksi.runner.layout import RunLayout
-from ksi.runner.run_state import load_run_state
-from ksi.runner.summary import summarize_run
+from ksi.layout import RunLayout
+from ksi.reporting.summary import summarize_run
+from ksi.rundir.run_state import load_run_state
 from ksi.serialization import to_data
 
 

@@ -26,8 +26,8 @@ from typing import IO, Any
 import attrs
 
 from ksi.errors import RunError, TaskLoadError, UserInputError, problems_header
+from ksi.fstree import remove_tree
 from ksi.models import Problem, TaskSpec
-from ksi.runner.capture import remove_tree
 
 #: Characters a task directory name keeps as they are; ``%`` escapes the rest.
 _KEPT = re.compile(r"[A-Za-z0-9._-]")

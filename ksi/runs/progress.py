@@ -13,7 +13,7 @@ import time
 from collections.abc import Iterable
 from typing import Any, Protocol
 
-from ksi.runner.models import AttemptRecord
+from ksi.records import AttemptRecord
 
 
 class Progress(Protocol):

@@ -24,9 +24,9 @@ from typing import Any
 
 import attrs
 
+from ksi.attempt.capture import remove_tree
 from ksi.errors import KsiError
-from ksi.runner.capture import remove_tree
-from ksi.runner.models import WORKER_LOST, AttemptRecord
+from ksi.records import WORKER_LOST, AttemptRecord
 from ksi.serialization import write_json_atomic
 
 #: ``AttemptRecord.error_kind`` of an attempt the full disk stopped.

@@ -25,9 +25,9 @@ from pathlib import Path
 
 import attrs
 
+from ksi.attempt.diskfull import DiskFullError, disk_full_as_error, is_disk_full, where_full
 from ksi.errors import KsiError
-from ksi.runner.diskfull import DiskFullError, disk_full_as_error, is_disk_full, where_full
-from ksi.runner.models import AttemptRecord
+from ksi.records import AttemptRecord
 from ksi.serialization import dumps_line, from_data
 
 #: Bytes kept free for the journal (``journal.reserve``), released on a full disk.

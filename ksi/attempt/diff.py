@@ -30,7 +30,7 @@ from pathlib import Path
 
 import attrs
 
-from ksi.runner.capture import same_file_content, walk_tree
+from ksi.attempt.capture import same_file_content, walk_tree
 
 #: Default cap on the size of one diff.patch (5 MiB).
 DEFAULT_MAX_DIFF_BYTES = 5 * 1024 * 1024

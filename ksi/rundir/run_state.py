@@ -15,13 +15,9 @@ from typing import Any
 import attrs
 
 from ksi.errors import UserInputError
-from ksi.runner.layout import RunLayout
+from ksi.layout import RunLayout
+from ksi.records import now
 from ksi.serialization import from_data, to_data, write_json_atomic
-
-
-def now() -> str:
-    """A UTC timestamp as KSI writes them (run.json, records)."""
-    return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds")
 
 
 @attrs.frozen
@@ -42,7 +38,7 @@ class Session:
 @attrs.frozen
 class RunState:
     run_id: str = ""
-    #: The run's configuration (:class:`ksi.runner.config.RunConfig` as a dict).
+    #: The run's configuration (:class:`ksi.rundir.config.RunConfig` as a dict).
     config: dict[str, Any] = attrs.field(factory=dict)
     #: Task id -> fingerprint (what a resume must find unchanged).
     tasks: dict[str, str] = attrs.field(factory=dict)

@@ -20,10 +20,10 @@ import attrs
 
 from ksi.options import create_component
 from ksi.plugins import registry
-from ksi.runner.attention import capture_changes
-from ksi.runner.config import RunConfig
-from ksi.runner.driver import Driver
-from ksi.runner.models import RunSummary, is_solved
+from ksi.records import RunSummary, is_solved
+from ksi.reporting.attention import capture_changes
+from ksi.runs.driver import Driver
+from ksi.rundir.config import RunConfig
 from ksi.tasks.loaders import get_task_source
 from ksi.tasks.selection import TaskSelection
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import attrs
 
-from ksi.runner.run_state import now
+from ksi.records import now
 from ksi.serialization import dumps_line, from_data
 
 PHASES_FILE = "generations.jsonl"

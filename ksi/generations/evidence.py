@@ -14,11 +14,11 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
+from ksi.attempt.diff import header_path
 from ksi.knowledge.models import AttemptEvidence, TaskEvidence
 from ksi.models import is_solved
-from ksi.runner.diff import header_path
-from ksi.runner.journal import latest_by_attempt
-from ksi.runner.models import AttemptRecord
+from ksi.records import AttemptRecord
+from ksi.rundir.journal import latest_by_attempt
 
 #: Lines starting like this in diff.patch name the files an attempt touched.
 

@@ -1,8 +1,8 @@
 """An attempt as a value: everything one attempt needs, in a frozen, picklable job.
 
-The driver (:mod:`ksi.runner.driver`) builds one :class:`AttemptJob` per try
+The driver (:mod:`ksi.runs.driver`) builds one :class:`AttemptJob` per try
 of an attempt; an executor moves it to a thread, another process or another
-machine, where :func:`ksi.runner.attempt.execute_attempt` runs it and returns
+machine, where :func:`ksi.attempt.execute.execute_attempt` runs it and returns
 its record, which comes back as a :class:`JobOutcome`. Nothing in a job
 refers to the driver's state: components travel as :class:`ComponentSpec`
 (a registered name and options, resolved where the job runs), the agent's
@@ -20,9 +20,9 @@ from typing import Any, Literal
 
 import attrs
 
+from ksi.layout import RunLayout
 from ksi.models import TaskSpec
-from ksi.runner.layout import RunLayout
-from ksi.runner.models import AttemptRecord, KnowledgeRef
+from ksi.records import AttemptRecord, KnowledgeRef
 
 ComponentKind = Literal["agent", "environment", "evaluator"]
 
@@ -144,7 +144,7 @@ class JobOutcome:
     record: AttemptRecord | None = None
     #: Set when executing the job raised or its worker died (no record then).
     error: str = ""
-    #: With ``error``: :data:`ksi.runner.models.WORKER_LOST` when the process or
+    #: With ``error``: :data:`ksi.records.WORKER_LOST` when the process or
     #: machine running the job died (the record gets it; a resume runs it again).
     error_kind: str = ""
 

@@ -14,6 +14,7 @@ from typing import Any
 
 import attrs
 
+from ksi.attempt.components import resolve
 from ksi.errors import RunError, UserInputError
 from ksi.knowledge.models import Knowledge, PlanRequest
 from ksi.knowledge.store import (
@@ -25,9 +26,8 @@ from ksi.knowledge.store import (
     write_knowledge,
 )
 from ksi.models import TaskSpec
-from ksi.runner.components import resolve
-from ksi.runner.config import RunConfig
-from ksi.runner.run_state import now
+from ksi.records import now
+from ksi.rundir.config import RunConfig
 
 
 @attrs.frozen

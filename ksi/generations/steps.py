@@ -1,11 +1,11 @@
 """The generation loop's steps: plan a generation, give its attempts notes, distil it.
 
-The driver (:mod:`ksi.runner.driver`) runs generation after generation:
+The driver (:mod:`ksi.runs.driver`) runs generation after generation:
 
 1. **plan**: the strategy (``--strategy``) picks the tasks from each task's
    best score so far (:class:`~ksi.knowledge.models.PlanRequest`); hold-outs
    are added; a ``started`` event in ``generations.jsonl`` records the plan
-   (:mod:`ksi.runner.phases`), so a resume runs exactly that plan;
+   (:mod:`ksi.generations.phases`), so a resume runs exactly that plan;
 2. **attempts**: generation ``g``'s attempts are numbered
    ``(g-1)*attempts+1 .. g*attempts`` (so ``attempts/<task>/<n>/`` stays the
    layout), each with ``KNOWLEDGE.md`` beside ``repo/`` rendered from the
@@ -26,8 +26,9 @@ from typing import Any
 
 import attrs
 
-from ksi.knowledge.evidence import build_evidence, scored
-from ksi.knowledge.evidence_distiller import evidence_notes
+from ksi.attempt.job import ContextFile
+from ksi.generations.evidence import build_evidence, scored
+from ksi.generations.evidence_distiller import evidence_notes
 from ksi.knowledge.models import DistillRequest, Knowledge, Note, TaskState
 from ksi.knowledge.render import KNOWLEDGE_FILE, PROMPT_POINTER, IndexedNotes
 from ksi.knowledge.store import (
@@ -37,10 +38,8 @@ from ksi.knowledge.store import (
     write_knowledge,
 )
 from ksi.models import Usage, is_solved
-from ksi.runner.config import RunConfig
-from ksi.runner.job import ContextFile
-from ksi.runner.models import AttemptRecord, KnowledgeRef
-from ksi.runner.run_state import now
+from ksi.records import AttemptRecord, KnowledgeRef, now
+from ksi.rundir.config import RunConfig
 
 #: Where a distiller works (``distill/<generation>/``), kept for inspection.
 DISTILL_DIR = "distill"

@@ -14,17 +14,17 @@ from typing import Any
 
 import attrs
 
+from ksi.attempt.capture import copy_tree
+from ksi.attempt.components import component_name, resolve_host_evaluator
+from ksi.attempt.safety import configure_host_grading, decide_eval_isolation
 from ksi.errors import UserInputError
 from ksi.interfaces import Evaluator
+from ksi.layout import RunLayout
 from ksi.models import TaskSpec
-from ksi.runner.capture import copy_tree
-from ksi.runner.components import component_name, resolve_host_evaluator
-from ksi.runner.journal import Journal, latest_by_attempt, read_records
-from ksi.runner.layout import RunLayout
-from ksi.runner.models import AttemptRecord, RunSummary, Timings
-from ksi.runner.run_state import load_run_state, now
-from ksi.runner.safety import configure_host_grading, decide_eval_isolation
-from ksi.runner.summary import summarize_run
+from ksi.records import AttemptRecord, RunSummary, Timings, now
+from ksi.reporting.summary import summarize_run
+from ksi.rundir.journal import Journal, latest_by_attempt, read_records
+from ksi.rundir.run_state import load_run_state
 from ksi.tasks.selection import TaskSelection
 
 

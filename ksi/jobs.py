@@ -1,0 +1,48 @@
+"""The executor contract: what an executor moves, runs and returns.
+
+An executor (a built-in such as ``local`` or ``processes``, or a plugin such as
+ksi-ray) takes :class:`AttemptJob` values from the driver, runs each with
+:func:`run_job` wherever it likes (a thread, another process, another machine),
+and hands back a :class:`JobOutcome` holding the job's :class:`AttemptRecord`.
+A job is frozen and picklable, and :func:`run_job` shares no state with the
+driver, so the same code runs anywhere; the driver alone writes the journal.
+
+This is the one module executors import; the modules behind it
+(:mod:`ksi.attempt`, :mod:`ksi.records`) may move, this one keeps its names.
+docs/plugins.md ("Executors") is the guide.
+"""
+
+from __future__ import annotations
+
+from ksi.attempt.cancel import cancel_session, forget_session
+from ksi.attempt.diskfull import save_unless_disk_full
+from ksi.attempt.execute import components_for, forget_components, run_job, seed_dir
+from ksi.attempt.job import (
+    AttemptJob,
+    AttemptSettings,
+    ComponentSpec,
+    ContextFile,
+    JobOutcome,
+    pickled_job,
+    unpicklable_reason,
+)
+from ksi.records import WORKER_LOST, AttemptRecord
+
+__all__ = [
+    "WORKER_LOST",
+    "AttemptJob",
+    "AttemptRecord",
+    "AttemptSettings",
+    "ComponentSpec",
+    "ContextFile",
+    "JobOutcome",
+    "cancel_session",
+    "components_for",
+    "forget_components",
+    "forget_session",
+    "pickled_job",
+    "run_job",
+    "save_unless_disk_full",
+    "seed_dir",
+    "unpicklable_reason",
+]
