@@ -119,6 +119,46 @@ def _problem(task: TaskSpec, display: str, field: str, message: str) -> Problem:
     return Problem(task.origin.file or display, message, task.origin.location, task.id, field)
 
 
+#: A run directory's own files and folders: no KSI command writes over them, whatever
+#: option names them (``--output-json``, ``ksi view -o``, ``ksi knowledge export -o``).
+OWN_FILES = frozenset(
+    {"run.json", "journal.jsonl", "journal.reserve", ".lock", "generations.jsonl"}
+)
+OWN_DIRS = frozenset({"attempts", "knowledge", "seeds", "distill"})
+
+
+def _own_part(path: Path, run_dirs: frozenset[Path]) -> tuple[Path, str] | None:
+    for ancestor in path.parents:
+        if ancestor in run_dirs or (ancestor / "run.json").is_file():
+            first, *rest = path.relative_to(ancestor).parts
+            if (not rest and first in OWN_FILES) or (rest and first in OWN_DIRS):
+                return ancestor, first
+            return None
+    return None
+
+
+def refuse_own_file(path: Path, option: str, run_dirs: Sequence[Path] = ()) -> None:
+    """Refuse an output path that is a run directory's own file, before anything runs.
+
+    Writing a report over ``journal.jsonl`` destroys the run (a resume would run
+    everything again), so the path is checked as given and with its links
+    resolved, against the ``run_dirs`` a command is about to create and against
+    any existing run directory above it (one holding ``run.json``).
+    """
+    known = frozenset(Path(os.path.realpath(d)) for d in run_dirs) | frozenset(
+        Path(os.path.abspath(d)) for d in run_dirs
+    )
+    for candidate in (Path(os.path.abspath(path)), Path(os.path.realpath(path))):
+        hit = _own_part(candidate, known)
+        if hit is not None:
+            root, part = hit
+            raise UserInputError(
+                f"{option} {path}: that is {part} of the run directory {root}, one of its own "
+                "files; writing there would destroy the run. Name a file outside "
+                f"{', '.join(sorted(OWN_FILES | {d + '/' for d in OWN_DIRS}))}."
+            )
+
+
 @attrs.frozen
 class RunLayout:
     root: Path

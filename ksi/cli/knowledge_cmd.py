@@ -22,10 +22,11 @@ def export_command(
 ) -> None:
     """Write the run's newest notes to a bundle file for `ksi run --seed-knowledge`."""
     from ksi.knowledge.store import bundle_data, export_bundle
-    from ksi.layout import RunLayout
+    from ksi.layout import RunLayout, refuse_own_file
     from ksi.rundir.run_state import load_run_state
     from ksi.serialization import write_json_atomic
 
+    refuse_own_file(output, "--output", [run_dir])
     layout = RunLayout(run_dir.resolve())
     state = load_run_state(layout)
     bundle = export_bundle(layout.root, state.run_id)

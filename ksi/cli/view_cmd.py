@@ -47,12 +47,14 @@ def view_command(
     each task's score in each run, flipped tasks first. Needs Jinja2: pip install
     'ksi[view]'.
     """
+    from ksi.layout import refuse_own_file
     from ksi.view.html import write_report
     from ksi.view.runs import load_run_view
 
     target = output if output is not None else _default_output(runs)
     if target.is_dir():
         raise UserInputError(f"--output {target}: is a directory; name the HTML file to write")
+    refuse_own_file(target, "--output", runs)
     views = [load_run_view(run, solved_threshold=solved_threshold) for run in runs]
     written = write_report(views, target)
     size = written.stat().st_size

@@ -70,7 +70,7 @@ from ksi.interfaces import Executor, TaskSource
 from ksi.knowledge.models import Knowledge, PlanRequest
 from ksi.knowledge.render import IndexedNotes
 from ksi.knowledge.store import read_knowledge
-from ksi.layout import RunLayout, clear_attempt_dir
+from ksi.layout import RunLayout, clear_attempt_dir, refuse_own_file
 from ksi.models import TaskSpec
 from ksi.plugins import get_plugins
 from ksi.records import (
@@ -341,6 +341,7 @@ class Driver:
         run's own preflight).
         """
         tasks = self._resolve()
+        self._check_outputs()
         problems = list(self.parts.agent.check_tasks(tasks))
         if problems:
             raise UserInputError("\n".join(problems))
@@ -391,8 +392,14 @@ class Driver:
             + "); the attempts shown are generation 1's"
         )
 
+    def _check_outputs(self) -> None:
+        """Refuse a report path that would overwrite a run directory's own file."""
+        if self.config.output_json:
+            refuse_own_file(Path(self.config.output_json), "--output-json", [self.layout.root])
+
     def run(self) -> RunSummary:
         tasks = self._resolve()
+        self._check_outputs()
         self._preflight(tasks)
         # Images are checked or built before the run directory exists: a run that
         # cannot start leaves nothing behind.
