@@ -14,6 +14,7 @@ from typing import ClassVar
 
 from ksi.hookspecs import Register, hookimpl
 from ksi.knowledge.models import DistillRequest, DistillResult, Note, TaskEvidence
+from ksi.knowledge.render import code_span, fence
 
 
 def _history_text(task: TaskEvidence) -> str:
@@ -32,7 +33,7 @@ def _task_notes(task: TaskEvidence) -> Iterator[tuple[str, str, tuple[str, ...]]
             yield (
                 "eval_output",
                 f"The eval output of {ev.attempt_id} (score {ev.score:.2f}) ends with:\n"
-                f"```\n{ev.eval_output}\n```",
+                + fence(ev.eval_output),
                 (ev.attempt_id,),
             )
     best = task.attempts[0] if task.attempts else None
@@ -41,7 +42,7 @@ def _task_notes(task: TaskEvidence) -> Iterator[tuple[str, str, tuple[str, ...]]
         yield (
             "best_diff",
             f"{best.attempt_id} (score {best.score:.2f}) {verdict}; its changes:\n"
-            f"```diff\n{best.diff.rstrip()}\n```",
+            + fence(best.diff.rstrip(), "diff"),
             (best.attempt_id,),
         )
     for ev in task.attempts:
@@ -53,7 +54,7 @@ def _task_notes(task: TaskEvidence) -> Iterator[tuple[str, str, tuple[str, ...]]
                 (ev.attempt_id,),
             )
     for ev in task.attempts:
-        touched = ", ".join(ev.files_touched) if ev.files_touched else "no file"
+        touched = ", ".join(map(code_span, ev.files_touched)) if ev.files_touched else "no file"
         yield (
             "files_touched",
             f"{ev.attempt_id} (score {ev.score:.2f}) changed: {touched}",

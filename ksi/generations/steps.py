@@ -111,21 +111,25 @@ def _known_attempts(request: DistillRequest) -> set[str]:
     return known
 
 
-def checked_notes(notes: Iterable[Any], request: DistillRequest) -> tuple[tuple[Note, ...], int]:
+def checked_notes(
+    notes: Iterable[Any], request: DistillRequest, withheld: Iterable[str] = ()
+) -> tuple[tuple[Note, ...], int]:
     """The notes KSI keeps from a distiller, and how many it dropped.
 
     Every note must be a :class:`Note` citing attempts that exist and were
     scored (citations of others are removed; a note left citing nothing is
     dropped, unless it is carried unchanged from the notes before); ids are
-    made unique.
+    made unique. A note about a ``withheld`` (hold-out) task is dropped, whoever
+    wrote it (a seed bundle's note carried forward included).
     """
+    skip = frozenset(withheld)
     known = _known_attempts(request)
     previous = set(request.previous.notes) if request.previous is not None else set()
     kept: list[Note] = []
     ids: set[str] = set()
     dropped = 0
     for note in notes:
-        if not isinstance(note, Note):
+        if not isinstance(note, Note) or note.task_id in skip:
             dropped += 1
             continue
         if note not in previous:
@@ -194,7 +198,7 @@ def distill(
         usage = result.usage
         fallback = result.fallback
         written_by = result.written_by or distiller_name
-        notes, dropped = checked_notes(result.notes, request)
+        notes, dropped = checked_notes(result.notes, request, config.holdout_task_ids or ())
         if dropped and not notes:
             raise ValueError(f"all {dropped} of its notes cite no scored attempt of the run")
     except Exception as exc:

@@ -10,6 +10,7 @@ of the text.
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Iterable
 
 import attrs
@@ -52,16 +53,75 @@ class RenderedNotes:
     left_out: int = 0
 
 
+# Notes quote text KSI did not write (eval output, diffs, file names, an agent's words),
+# and KSI.md is read by the next agent as Markdown: quoted text must not be able to end
+# its quote and pass for a note of its own (a forged heading, a forged note id).
+_BACKTICKS = re.compile(r"`+")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_FENCE_LINE = re.compile(r" {0,3}(`{3,}|~{3,})")
+_HEADING_LINE = re.compile(r" {0,3}#")
+
+
+def fence(text: str, info: str = "") -> str:
+    """``text`` as a fenced block no line of it can close: the fence is longer than
+    any run of backticks in it (CommonMark closes a fence only with one as long)."""
+    longest = max((len(m) for m in _BACKTICKS.findall(text)), default=0)
+    marks = "`" * max(3, longest + 1)
+    return f"{marks}{info}\n{text}\n{marks}"
+
+
+def one_line(text: str) -> str:
+    """A name or phrase quoted inline, on one line: control characters (newlines
+    among them) are shown as escapes, so a file name cannot start a heading."""
+    return _CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
+
+
+def code_span(text: str) -> str:
+    """``text`` as inline code, with a backtick delimiter longer than any run in it."""
+    text = one_line(text)
+    longest = max((len(m) for m in _BACKTICKS.findall(text)), default=0)
+    marks = "`" * (longest + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{marks}{pad}{text}{pad}{marks}"
+
+
+def _inert_body(text: str) -> str:
+    """A note's text, with every heading outside a fenced block escaped (``\\#``).
+
+    Headings are what the renderer writes for each note (``### kind [id]``); a
+    distiller's text (an agent's or a model's, who read the agents' evidence) keeps
+    its fenced blocks and paragraphs but cannot start a note.
+    """
+    out: list[str] = []
+    open_fence = ""
+    for line in text.split("\n"):
+        match = _FENCE_LINE.match(line)
+        if open_fence:
+            if (
+                match
+                and match.group(1)[0] == open_fence[0]
+                and len(match.group(1)) >= len(open_fence)
+                and not line.strip(" `~")
+            ):
+                open_fence = ""
+        elif match:
+            open_fence = match.group(1)
+        elif _HEADING_LINE.match(line):
+            line = line.replace("#", "\\#", 1)
+        out.append(line)
+    return "\n".join(out)
+
+
 def _heading(note: Note) -> str:
-    what = note.kind.replace("_", " ")
+    what = one_line(note.kind.replace("_", " "))
     cites = ", ".join(note.attempts[:6]) + (" ..." if len(note.attempts) > 6 else "")
-    source = f" (from {cites})" if cites else ""
-    when = f"\n_Applies when: {note.applies_when}_" if note.applies_when else ""
-    return f"### {what} [{note.id}]{source}{when}\n\n"
+    source = f" (from {one_line(cites)})" if cites else ""
+    when = f"\n_Applies when: {one_line(note.applies_when)}_" if note.applies_when else ""
+    return f"### {what} [{one_line(note.id)}]{source}{when}\n\n"
 
 
 def _block(note: Note) -> str:
-    return _heading(note) + note.text.rstrip() + "\n\n"
+    return _heading(note) + _inert_body(note.text.rstrip()) + "\n\n"
 
 
 def _ordered(notes: Iterable[Note]) -> list[Note]:
@@ -81,9 +141,14 @@ class IndexedNotes:
     by_task: dict[str | None, list[Note]]
 
     @classmethod
-    def of(cls, knowledge: Knowledge) -> IndexedNotes:
+    def of(cls, knowledge: Knowledge, withheld: Iterable[str] = ()) -> IndexedNotes:
+        """Index ``knowledge``; the tasks in ``withheld`` (hold-outs) get only shared
+        notes, whatever their own notes' origin (a seed bundle included)."""
+        skip = frozenset(withheld)
         by_task: dict[str | None, list[Note]] = {}
         for note in knowledge.notes:
+            if note.task_id in skip:
+                continue
             by_task.setdefault(note.task_id, []).append(note)
         return cls(knowledge, {t: _ordered(notes) for t, notes in by_task.items()})
 

@@ -535,7 +535,11 @@ class Driver:
                 source = event.knowledge_from
                 notes = read_knowledge(root, source) if source is not None else None
             gen_tasks = [by_id[t] for t in event.task_ids if t in by_id]
-            self._notes = IndexedNotes.of(notes) if notes is not None else None
+            self._notes = (
+                IndexedNotes.of(notes, withheld=cfg.holdout_task_ids or ())
+                if notes is not None
+                else None
+            )
             plan = self._plan(gen_tasks, records, generation)
             total = len(gen_tasks) * cfg.attempts
             self._total += total
