@@ -89,6 +89,8 @@ class GenerationsSummary:
     generations: tuple[GenerationSummary, ...]
     tasks: tuple[TaskGenerations, ...]
     holdout_task_ids: tuple[str, ...] = ()
+    #: What could not be read (a damaged ``notes.json``): the figures stand without it.
+    warnings: tuple[str, ...] = ()
 
 
 #: Attempt statuses. ``scored``: the evaluator gave a score. ``unscored``: the

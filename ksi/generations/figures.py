@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ksi.generations.phases import Phases
-from ksi.knowledge.store import read_knowledge
+from ksi.knowledge.store import KnowledgeUnreadable, read_knowledge
 from ksi.models import is_solved
 from ksi.records import AttemptRecord, GenerationsSummary, GenerationSummary, TaskGenerations
 from ksi.rundir.journal import latest_by_attempt, spending_records
@@ -58,6 +58,7 @@ def summarize_generations(
             ran[task_id].add(g)
 
     gens = []
+    unreadable: list[str] = []
     for g in sorted(phases.started):
         event = phases.started[g]
         held = set(event.holdout_task_ids)
@@ -70,7 +71,12 @@ def summarize_generations(
         solved = sum(1 for t in planned if solved_here(t))
         cumulative = sum(1 for t in learning if first_solved.get(t, g + 1) <= g)
         done = phases.distilled.get(g)
-        knowledge = read_knowledge(run_dir, g) if done is not None and not done.skipped else None
+        knowledge = None
+        if done is not None and not done.skipped:
+            try:
+                knowledge = read_knowledge(run_dir, g)
+            except KnowledgeUnreadable as exc:
+                unreadable.append(str(exc))
         distill_cost = knowledge.usage.cost_usd if knowledge is not None else None
         gens.append(
             GenerationSummary(
@@ -111,4 +117,5 @@ def summarize_generations(
         generations=tuple(gens),
         tasks=tasks,
         holdout_task_ids=holdouts,
+        warnings=tuple(unreadable),
     )

@@ -90,13 +90,57 @@ def clear_unfinished(run_dir: Path) -> None:
                 shutil.rmtree(p, ignore_errors=True)
 
 
+def _problems(exc: Exception) -> list[str]:
+    """What is wrong with data cattrs refused, each addressed by its JSON path."""
+    if isinstance(exc, cattrs.BaseValidationError):
+        return list(cattrs.transform_error(exc, path="$"))
+    return [str(exc)]
+
+
+def _lone_surrogate(data: Any, path: str = "$") -> str | None:
+    """The JSON path of the first string that is not text (a lone surrogate such as
+    ``"\\ud800"``, which JSON allows and no file can hold), or ``None``."""
+    if isinstance(data, str):
+        try:
+            data.encode("utf-8")
+        except UnicodeEncodeError:
+            return path
+    elif isinstance(data, dict):
+        for key, value in data.items():
+            found = _lone_surrogate(key, path) or _lone_surrogate(value, f"{path}.{key}")
+            if found:
+                return found
+    elif isinstance(data, list):
+        for i, value in enumerate(data):
+            found = _lone_surrogate(value, f"{path}[{i}]")
+            if found:
+                return found
+    return None
+
+
+class KnowledgeUnreadable(UserInputError):
+    """A stored generation's ``notes.json`` that cannot be read (edited, truncated)."""
+
+
 def read_knowledge(run_dir: Path, generation: int) -> Knowledge | None:
+    """Generation ``generation``'s stored notes; ``None`` when it has none.
+
+    A damaged file raises :class:`KnowledgeUnreadable` naming it and the fix:
+    the notes are the record of what was given to later attempts, so KSI never
+    guesses them.
+    """
     path = generation_dir(run_dir, generation) / NOTES_FILE
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
+        return from_data(data, Knowledge)
     except FileNotFoundError:
         return None
-    return from_data(data, Knowledge)
+    except Exception as exc:  # OSError, JSON, UTF-8, or a shape cattrs refuses
+        raise KnowledgeUnreadable(
+            f"{path}: unreadable ({'; '.join(_problems(exc))}); it holds generation {generation}'s "
+            f"notes. Restore it, or delete {path.parent} so that a resume distils generation "
+            f"{generation} again"
+        ) from exc
 
 
 def newest_knowledge(run_dir: Path, at_or_before: int) -> Knowledge | None:
@@ -161,14 +205,15 @@ def load_bundle(path: Path) -> tuple[Bundle, str]:
     try:
         bundle = _strict.structure(data, Bundle)
     except Exception as exc:
-        problems = (
-            cattrs.transform_error(exc, path="$")
-            if isinstance(exc, cattrs.BaseValidationError)
-            else [str(exc)]
-        )
         raise UserInputError(
-            f"{path}: not a valid knowledge bundle:\n" + "\n".join(f"  {p}" for p in problems)
+            f"{path}: not a valid knowledge bundle:\n" + "\n".join(f"  {p}" for p in _problems(exc))
         ) from exc
+    bad = _lone_surrogate(data)
+    if bad is not None:
+        raise UserInputError(
+            f"{path}: {bad}: holds an escaped lone surrogate (such as \\ud800), which is not "
+            "text; fix or remove that string"
+        )
     if bundle.version != BUNDLE_VERSION:
         raise UserInputError(
             f"{path}: $.version: {bundle.version} is not supported (this KSI reads version "

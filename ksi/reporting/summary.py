@@ -182,4 +182,6 @@ def summarize_run(
         task_ids=state.task_ids,
         solved_threshold=float(threshold),
     )
-    return attrs.evolve(summary, generations=generations)
+    return attrs.evolve(
+        summary, generations=generations, warnings=(*summary.warnings, *generations.warnings)
+    )
