@@ -145,3 +145,18 @@ def test_the_rich_terminal_output_escapes_task_ids_too(tmp_path: Path, hostile: 
         # Rich draws with its own escapes; the task's never reach the terminal.
         assert "\x1b[2J" not in out and "\x1b]0;owned" not in out
         assert SHOWN_ID in out and "markup[/]" in out
+
+
+def test_the_viewer_shows_a_hostile_run_directory_path_escaped(tmp_path: Path) -> None:
+    """A run directory named with an escape sequence and a right-to-left override is
+    printed in the page's ``<code>`` path as visible escapes (issue 29 §5)."""
+    tasks = write_tasks(tmp_path / "tasks.jsonl", [{"task_id": "t", "prompt": "p"}])
+    run_dir = tmp_path / "run\x1b[31m\u202eevil"
+    done = ksi("run", str(tasks), "--agent", "nop", "--run-dir", str(run_dir))
+    assert done.returncode == 0, done.stderr
+    page = tmp_path / "page.html"
+    viewed = ksi("view", str(run_dir), "-o", str(page))
+    assert viewed.returncode == 0, viewed.stderr
+    html = page.read_text()
+    assert "\x1b" not in html and "\u202e" not in html
+    assert "run\\x1b[31m\\u202eevil" in html

@@ -16,6 +16,7 @@ from collections.abc import Iterable
 import attrs
 
 from ksi.knowledge.models import Knowledge, Note
+from ksi.text import printable
 
 #: Where the file goes, relative to the attempt's workspace (beside ``repo/``).
 KNOWLEDGE_FILE = "KNOWLEDGE.md"
@@ -54,10 +55,11 @@ class RenderedNotes:
 
 
 # Notes quote text KSI did not write (eval output, diffs, file names, an agent's words),
-# and KSI.md is read by the next agent as Markdown: quoted text must not be able to end
-# its quote and pass for a note of its own (a forged heading, a forged note id).
+# and KNOWLEDGE.md is read by the next agent as Markdown: quoted text must not be able to
+# end its quote and pass for a note of its own (a forged heading, a forged note id).
+# Names and heading fields go through :func:`ksi.text.printable`: one line, every
+# control character (newlines among them) shown as an escape.
 _BACKTICKS = re.compile(r"`+")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _FENCE_LINE = re.compile(r" {0,3}(`{3,}|~{3,})")
 _HEADING_LINE = re.compile(r" {0,3}#")
 
@@ -70,15 +72,9 @@ def fence(text: str, info: str = "") -> str:
     return f"{marks}{info}\n{text}\n{marks}"
 
 
-def one_line(text: str) -> str:
-    """A name or phrase quoted inline, on one line: control characters (newlines
-    among them) are shown as escapes, so a file name cannot start a heading."""
-    return _CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
-
-
 def code_span(text: str) -> str:
     """``text`` as inline code, with a backtick delimiter longer than any run in it."""
-    text = one_line(text)
+    text = printable(text)
     longest = max((len(m) for m in _BACKTICKS.findall(text)), default=0)
     marks = "`" * (longest + 1)
     pad = " " if text.startswith("`") or text.endswith("`") else ""
@@ -113,11 +109,11 @@ def _inert_body(text: str) -> str:
 
 
 def _heading(note: Note) -> str:
-    what = one_line(note.kind.replace("_", " "))
+    what = printable(note.kind.replace("_", " "))
     cites = ", ".join(note.attempts[:6]) + (" ..." if len(note.attempts) > 6 else "")
-    source = f" (from {one_line(cites)})" if cites else ""
-    when = f"\n_Applies when: {one_line(note.applies_when)}_" if note.applies_when else ""
-    return f"### {what} [{one_line(note.id)}]{source}{when}\n\n"
+    source = f" (from {printable(cites)})" if cites else ""
+    when = f"\n_Applies when: {printable(note.applies_when)}_" if note.applies_when else ""
+    return f"### {what} [{printable(note.id)}]{source}{when}\n\n"
 
 
 def _block(note: Note) -> str:

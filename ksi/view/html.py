@@ -57,6 +57,8 @@ def _environment() -> Any:
         ) from exc
 
     def finalize(value: Any) -> Any:
+        if isinstance(value, os.PathLike):  # a run directory's path is text it did not choose
+            value = os.fspath(value)
         if isinstance(value, str) and not isinstance(value, markupsafe.Markup):
             return printable(value, multiline=True)
         return value
