@@ -22,7 +22,9 @@ remove a container) talks to the daemon's Engine API over its Unix socket
 instead (:mod:`ksi.environments.engine_api`: one HTTP request instead of a CLI
 process each), but only when that socket belongs to the daemon the CLI itself
 uses; otherwise, or with ``use_engine_api=false`` / ``KSI_DOCKER_API=0``, the
-CLI does everything. ``exec`` always goes through the CLI.
+CLI does everything. ``exec`` always goes through the CLI. Both ways of starting
+a container are derived from one :class:`~ksi.environments.container.ContainerSpec`
+(:meth:`DockerEnvironment.container_spec`), where the hardening is declared.
 """
 
 from __future__ import annotations
