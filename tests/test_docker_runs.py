@@ -18,11 +18,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 
 import ksi
 from ksi.environments.docker import DockerEnvironment
 from ksi.models import TaskSpec
+from ksi.task_parts import Runtime
 from tests.docker_support import TEST_IMAGE, needs_docker
 from tests.run_helpers import ROOT, journal_lines, write_tasks
 from tests.run_helpers import ksi as ksi_cli
@@ -259,6 +261,73 @@ def test_the_engine_api_and_the_cli_start_identical_containers(
         }
     assert seen[True] == seen[False]
     assert seen[True]["caps"] == ["ALL"] and seen[True]["memory"] == 64 * 1024 * 1024
+
+
+def _engine_config(container: str) -> dict[str, Any]:
+    """``docker inspect``'s Config and HostConfig, minus what differs between any two containers.
+
+    Left out: the hostname (the container's id), unset settings (the CLI sends
+    ``[]``/``{}`` where the API body sends nothing), and the CLI's spelling of
+    the default restart policy (``no``, the API's empty name).
+    """
+    res = subprocess.run([DOCKER, "inspect", container], capture_output=True, text=True, check=True)
+    [info] = json.loads(res.stdout)
+    config = {k: v for k, v in info["Config"].items() if k != "Hostname"}
+    host = {k: v for k, v in info["HostConfig"].items() if v not in (None, [], {})}
+    if host.get("RestartPolicy", {}).get("Name") == "":
+        host["RestartPolicy"] = {**host["RestartPolicy"], "Name": "no"}
+    return {"Config": config, "HostConfig": host}
+
+
+@pytest.mark.parametrize(
+    ("options", "runtime"),
+    [
+        ({"network": "none"}, Runtime(cpus=0.5, memory_mb=64)),
+        (
+            {"network": "bridge", "user": "image", "init": False, "pids_limit": 64},
+            Runtime(cpus=1.5, memory_mb=256, capabilities="default"),
+        ),
+    ],
+)
+def test_one_container_spec_gives_the_same_container_by_cli_and_by_engine_api(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    options: dict[str, Any],
+    runtime: Runtime,
+) -> None:
+    """The hardening is declared once: the engine's whole config of both containers agrees."""
+    from ksi.environments.engine_api import engine_api_for
+    from ksi.interfaces import AttemptContext
+
+    monkeypatch.delenv("KSI_DOCKER_API", raising=False)
+    if DOCKER != "docker":
+        pytest.skip(f"the Engine API path is for docker itself, not {DOCKER}")
+    env = DockerEnvironment(image=TEST_IMAGE, **options)
+    api = engine_api_for(env._resolve())
+    assert api is not None, "the CLI's own daemon socket is not usable"
+    task = TaskSpec(id="spec", runtime=runtime)
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    ctx = AttemptContext(f"spec-{os.getpid()}", task, 1, tmp_path, workspace, {})
+    spec = env.container_spec(ctx, env.settings_for(task), env._resolve())
+    by_cli = attrs.evolve(spec, name=spec.name + "-cli")
+    by_api = attrs.evolve(spec, name=spec.name + "-api")
+    body = by_api.api_body()
+    assert body is not None
+    try:
+        subprocess.run([DOCKER, *by_cli.cli_args()], capture_output=True, check=True)
+        api.run_detached(by_api.name, body)
+        cli_config, api_config = _engine_config(by_cli.name), _engine_config(by_api.name)
+    finally:
+        subprocess.run([DOCKER, "rm", "-f", by_cli.name, by_api.name], capture_output=True)
+    assert cli_config == api_config
+    host = cli_config["HostConfig"]
+    assert host["SecurityOpt"] == ["no-new-privileges"]
+    assert host["PidsLimit"] == options.get("pids_limit", 2048)
+    assert host.get("CapDrop") == (None if runtime.capabilities == "default" else ["ALL"])
+    assert host["Memory"] == (runtime.memory_mb or 0) * 1024 * 1024
+    assert host["NanoCpus"] == int((runtime.cpus or 0) * 1e9)
+    assert host["Init"] is options.get("init", True)
 
 
 def test_a_run_that_cannot_get_its_image_leaves_no_run_directory(tmp_path: Path) -> None:

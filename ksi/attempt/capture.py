@@ -186,22 +186,26 @@ def capture_repo(
     """
     if max_file_bytes < 0:
         raise ValueError(f"max_file_bytes must be >= 0, got {max_file_bytes}")
-    return _Capture(Path(live), Path(seed), Path(dest), max_file_bytes, protect).run()
+    out = os.path.abspath(dest)
+    remove_tree(Path(out))
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    os.mkdir(out)
+    tally = _Tally()
+    copy = _Copy(out, tally)
+    tests = _TestFiles(os.path.abspath(seed), protect, copy, tally)
+    _LiveWalk(os.path.abspath(live), copy, tests, tally, max_file_bytes).run()
+    tests.restore()
+    return tally.report(symlinks_kept=copy.settle_links())
 
 
-#: What the walk saw at a seed test file's path in the live repo.
-_UNCHANGED = "unchanged"
+class _Tally:
+    """What capture copied and what it passed over, with why: the :class:`CaptureReport`.
 
+    Every part of capture reports each path it does not copy here, so none
+    goes unlisted.
+    """
 
-class _Capture:
-    def __init__(
-        self, live: Path, seed: Path, dest: Path, max_file_bytes: int, protect: ProtectRule
-    ) -> None:
-        self.rule = protect
-        self.live = os.path.abspath(live)
-        self.seed = os.path.abspath(seed)
-        self.dest = os.path.abspath(dest)
-        self.max = max_file_bytes
+    def __init__(self) -> None:
         self.files = 0
         self.bytes = 0
         self.noise = 0
@@ -210,47 +214,18 @@ class _Capture:
         self.restored: list[str] = []
         self.repo_missing = False
         self.repo_unreadable = False
-        #: Seed test files found in the live repo: rel -> _UNCHANGED or how it changed.
-        self.seen_protected: dict[str, tuple[str, int | None]] = {}
-        #: Symlinks written into dest, judged once everything is in place.
-        self.links: list[str] = []
-
-    @functools.cached_property
-    def live_roots(self) -> tuple[str, str]:
-        """Where an absolute link target inside the live repo may point (both spellings).
-
-        Worked out at the first symlink: most repos have none, and resolving a
-        path costs a system call per component.
-        """
-        return (self.live, os.path.realpath(self.live))
 
     def skip(self, rel: str, kind: str, reason: str, size: int | None = None) -> None:
         self.kinds[kind] += 1
         self.skipped.append(SkippedFile(display_path(rel or "."), reason, size, kind))
 
-    def run(self) -> CaptureReport:
-        remove_tree(Path(self.dest))
-        os.makedirs(os.path.dirname(self.dest), exist_ok=True)
-        os.mkdir(self.dest)
-        protected = _protected_seed_files(self.seed, self.rule)
-        root = self._open_live_root()
-        if root is not None:
-            try:
-                walk_fd(
-                    root,
-                    lambda names, fd, entries: self._visit(names, fd, entries, protected),
-                    self._unreadable_dir,
-                )
-            finally:
-                os.close(root)
-        self._restore_protected(protected)
-        kept = self._settle_links()
+    def report(self, *, symlinks_kept: int) -> CaptureReport:
         listed = sorted(self.skipped, key=lambda s: s.path)[:MAX_LISTED_SKIPS]
         return CaptureReport(
             files_copied=self.files,
             bytes_copied=self.bytes,
             skipped=tuple(listed),
-            symlinks_kept=kept,
+            symlinks_kept=symlinks_kept,
             noise_dropped=self.noise,
             restored=tuple(display_path(r) for r in self.restored),
             repo_missing=self.repo_missing,
@@ -258,122 +233,163 @@ class _Capture:
             skipped_counts=dict(sorted(self.kinds.items())),
         )
 
-    def _open_live_root(self) -> int | None:
-        """The live repo/ opened without following a link, or None (and why, listed)."""
+
+class _Copy:
+    """The captured copy, which only KSI writes: files streamed in by descriptor, links judged
+    here once everything is in place (never by resolving anything in the live tree)."""
+
+    def __init__(self, dest: str, tally: _Tally) -> None:
+        self.dest = dest
+        self.tally = tally
+        #: Symlinks written, judged by :meth:`settle_links`.
+        self.links: list[str] = []
+
+    def copy_file(self, dir_fd: int | None, name: str, rel: str, limit: int | None) -> bool:
+        """Stream one regular file (``name`` in ``dir_fd``) to ``rel``; ``limit=None`` for seed
+        files."""
+        skip = self.tally.skip
         try:
-            return open_root(self.live)
+            fd = os.open(name, READ_FLAGS, dir_fd=dir_fd)
         except OSError as exc:
-            failure = exc
-        try:
-            st = os.lstat(self.live)
-        except OSError:
-            self.repo_missing = True
-            self.skip(
-                ".",
-                "repo_missing",
-                "repo/ missing: the agent deleted it; only the seed's test files remain",
-            )
-            return None
-        if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
-            self.repo_missing = True
-            kind = "a symlink (not followed)" if stat.S_ISLNK(st.st_mode) else "not a directory"
-            self.skip(".", "repo_missing", f"repo/ is {kind}; only the seed's test files remain")
-            return None
-        self.repo_unreadable = True
-        self.skip(
-            ".",
-            "repo_unreadable",
-            f"repo/ unreadable ({_why(failure)}): the agent removed its permissions "
-            f"(mode {stat.S_IMODE(st.st_mode):04o}); only the seed's test files remain",
-        )
-        return None
-
-    def _unreadable_dir(self, names: tuple[str, ...], exc: OSError) -> None:
-        rel = os.path.join(*names) if names else ""
-        if exc.errno in SWAPPED_ERRNOS or exc.errno == errno.ESTALE:
-            self.skip(rel, "changed", "directory replaced while capture read it: not followed")
-        else:
-            self.skip(rel, "unreadable", f"unreadable directory: {_why(exc)}")
-
-    # -- the agent's tree ---------------------------------------------------
-
-    def _visit(
-        self,
-        names: tuple[str, ...],
-        fd: int,
-        entries: list[os.DirEntry[str]],
-        protected: dict[str, bool],
-    ) -> list[str]:
-        rel_dir = os.path.join(*names) if names else ""
-        children = []
-        for entry in entries:
-            rel = os.path.join(rel_dir, entry.name) if rel_dir else entry.name
-            if self._copy_entry(fd, entry, rel, protected):
-                children.append(entry.name)
-        return children
-
-    def _copy_entry(
-        self, fd: int, entry: os.DirEntry[str], rel: str, protected: dict[str, bool]
-    ) -> bool:
-        """Copy one entry of the directory ``fd``; True when it is a directory to enter."""
-        name = entry.name
-        if is_noise_name(name):
-            self.noise += 1
-            return False
-        if name == SCORE_FILE_NAME:
-            self.skip(
-                rel,
-                "score_json",
-                "score.json is never captured: only the eval command writes a score",
-            )
-            return False
-        try:
-            is_dir = entry.is_dir(follow_symlinks=False)
-        except OSError as exc:
-            self.skip(rel, "unreadable", f"unreadable: {_why(exc)}")
-            return False
-        if not is_dir and (rel in protected or self.rule.protects(rel)):
-            # Restored from the seed afterwards; only agent-created ones are news.
-            if rel in protected:
-                self.seen_protected[rel] = self._compare_protected(fd, name, rel, protected[rel])
+            if exc.errno == errno.ELOOP:  # became a symlink since the listing
+                skip(rel, "changed", "symlink: not followed")
             else:
-                self.skip(
-                    rel,
-                    "test_created",
-                    f"new file that {self.rule.why(rel)}, created by the agent: dropped "
-                    "(tests come from the task's starting files)",
-                )
+                skip(rel, "unreadable", f"unreadable file: {_why(exc)}")
             return False
         dst = os.path.join(self.dest, rel)
-        if is_dir:
-            try:
-                mode = os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode
-                os.mkdir(dst, (mode & 0o777) | 0o700)
-            except OSError as exc:
-                self.skip(rel, "not_copied", f"directory not copied: {_why(exc)}")
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                skip(rel, "special", f"special file ({_kind(st.st_mode)}): not captured")
                 return False
-            return True
-        if entry.is_symlink():
-            try:
-                target = os.readlink(name, dir_fd=fd)
-            except OSError as exc:
-                self.skip(rel, "unreadable", f"unreadable symlink: {_why(exc)}")
+            if limit is not None and st.st_size > limit:
+                skip(rel, "too_large", f"larger than the {limit}-byte capture limit", st.st_size)
                 return False
-            self._write_link(rel, target, self.live_roots)
-        elif entry.is_file(follow_symlinks=False):
-            self._copy_file(fd, name, dst, rel, self.max)
-        else:
             try:
-                mode = os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode
+                out = os.open(dst, WRITE_FLAGS, 0o600)
             except OSError as exc:
-                self.skip(rel, "unreadable", f"unreadable: {_why(exc)}")
+                skip(rel, "not_copied", f"copy not written: {_why(exc)}")
                 return False
-            self.skip(rel, "special", f"special file ({_kind(mode)}): not captured")
-        return False
+            try:
+                copied = stream(fd, out, limit)
+                os.fchmod(out, (st.st_mode & 0o777) | 0o600)
+            except OSError as exc:
+                os.close(out)
+                _unlink_quietly(dst)
+                skip(rel, "unreadable", f"read failed: {_why(exc)}")
+                return False
+            os.close(out)
+            if copied is None:  # grew past the limit while being copied
+                _unlink_quietly(dst)
+                skip(rel, "too_large", f"larger than the {limit}-byte capture limit", st.st_size)
+                return False
+        finally:
+            os.close(fd)
+        self.tally.files += 1
+        self.tally.bytes += copied
+        return True
 
-    def _compare_protected(
-        self, fd: int, name: str, rel: str, seed_is_link: bool
-    ) -> tuple[str, int | None]:
+    def write_link(self, rel: str, target: str, roots: tuple[str, ...]) -> None:
+        """Recreate a symlink as it was; :meth:`settle_links` judges it later.
+
+        An absolute target inside the tree it came from (``roots``) is moved
+        to the same place in the copy, so it is judged as the link it was.
+        """
+        if os.path.isabs(target):
+            for root in roots:
+                if target == root or target.startswith(root.rstrip(os.sep) + os.sep):
+                    target = self.dest + target[len(root) :]
+                    break
+        try:
+            os.symlink(target, os.path.join(self.dest, rel))
+        except OSError as exc:
+            self.tally.skip(rel, "not_copied", f"symlink not recreated: {_why(exc)}")
+            return
+        self.links.append(rel)
+
+    def settle_links(self) -> int:
+        """Keep the links that resolve inside the copy, as relative links; drop the rest.
+
+        Dropping one link can leave another dangling, so this repeats until
+        nothing changes. Returns how many links were kept.
+        """
+        if not self.links:
+            return 0
+        dest_real = os.path.realpath(self.dest)
+        pending = list(self.links)
+        resolved: dict[str, str] = {}
+        while True:
+            resolved = {}
+            dropped: list[tuple[str, str, str]] = []
+            for rel in pending:
+                path = os.path.join(self.dest, rel)
+                try:
+                    target = os.readlink(path)
+                except OSError:  # replaced by a restored seed directory meanwhile
+                    continue
+                why = _judge_link(path, target, dest_real)
+                if isinstance(why, tuple):
+                    dropped.append((rel, *why))
+                else:
+                    resolved[rel] = why
+            # All of one pass are dropped together, so each gets its own reason
+            # (a loop's both links are a loop, not one loop and one dangling link).
+            for rel, kind, reason in dropped:
+                _unlink_quietly(os.path.join(self.dest, rel))
+                self.tally.skip(rel, kind, reason)
+            if not dropped:
+                break
+            pending = list(resolved)
+        for rel, real in resolved.items():
+            inside = os.path.relpath(real, dest_real)
+            link = posixpath.relpath(inside, posixpath.dirname(rel) or ".")
+            path = os.path.join(self.dest, rel)
+            if os.readlink(path) != link:
+                os.unlink(path)
+                os.symlink(link, path)
+        return len(resolved)
+
+
+#: What the walk saw at a seed test file's path in the live repo.
+_UNCHANGED = "unchanged"
+
+
+class _TestFiles:
+    """The test-file rules: the seed's test files are graded as the seed has them, whatever
+    the agent did to them, and a test file the agent created is dropped.
+
+    The walk hands every file :attr:`rule` protects to :meth:`claim`, which
+    only looks (by descriptor) at how the agent changed it; :meth:`restore`
+    then puts the seed's version in the copy and lists each change.
+    """
+
+    def __init__(self, seed: str, rule: ProtectRule, copy: _Copy, tally: _Tally) -> None:
+        self.seed = seed
+        self.rule = rule
+        self.copy = copy
+        self.tally = tally
+        #: The seed's protected files: relative path -> whether it is a symlink.
+        self.protected = _protected_seed_files(seed, rule)
+        #: Seed test files found in the live repo: rel -> _UNCHANGED or how it changed.
+        self.seen: dict[str, tuple[str, int | None]] = {}
+
+    def claim(self, fd: int, name: str, rel: str) -> bool:
+        """Whether the live non-directory ``rel`` (``name`` in ``fd``) is a test file, which
+        is then never copied: the seed's comes back, an agent-created one is dropped."""
+        if rel in self.protected:
+            self.seen[rel] = self._compare(fd, name, rel, self.protected[rel])
+            return True
+        if not self.rule.protects(rel):
+            return False
+        self.tally.skip(
+            rel,
+            "test_created",
+            f"new file that {self.rule.why(rel)}, created by the agent: dropped "
+            "(tests come from the task's starting files)",
+        )
+        return True
+
+    def _compare(self, fd: int, name: str, rel: str, seed_is_link: bool) -> tuple[str, int | None]:
         """How the live copy of a seed test file differs from the seed (read by descriptor)."""
         seed_path = os.path.join(self.seed, rel)
         if seed_is_link:
@@ -408,187 +424,80 @@ class _Capture:
         finally:
             os.close(lf)
 
-    def _write_link(self, rel: str, target: str, roots: tuple[str, ...]) -> None:
-        """Recreate a symlink in dest as it was; :meth:`_settle_links` judges it later.
-
-        An absolute target inside the tree it came from (``roots``) is moved
-        to the same place in dest, so it is judged as the link it was.
-        """
-        if os.path.isabs(target):
-            for root in roots:
-                if target == root or target.startswith(root.rstrip(os.sep) + os.sep):
-                    target = self.dest + target[len(root) :]
-                    break
-        try:
-            os.symlink(target, os.path.join(self.dest, rel))
-        except OSError as exc:
-            self.skip(rel, "not_copied", f"symlink not recreated: {_why(exc)}")
-            return
-        self.links.append(rel)
-
-    def _settle_links(self) -> int:
-        """Keep the links in dest that resolve inside dest, as relative links; drop the rest.
-
-        Resolved in dest, which only KSI writes, never in the live tree.
-        Dropping one link can leave another dangling, so this repeats until
-        nothing changes. Returns how many links were kept.
-        """
-        if not self.links:
-            return 0
-        dest_real = os.path.realpath(self.dest)
-        pending = list(self.links)
-        resolved: dict[str, str] = {}
-        while True:
-            resolved = {}
-            dropped: list[tuple[str, str, str]] = []
-            for rel in pending:
-                path = os.path.join(self.dest, rel)
-                try:
-                    target = os.readlink(path)
-                except OSError:  # replaced by a restored seed directory meanwhile
-                    continue
-                why = _judge_link(path, target, dest_real)
-                if isinstance(why, tuple):
-                    dropped.append((rel, *why))
-                else:
-                    resolved[rel] = why
-            # All of one pass are dropped together, so each gets its own reason
-            # (a loop's both links are a loop, not one loop and one dangling link).
-            for rel, kind, reason in dropped:
-                _unlink_quietly(os.path.join(self.dest, rel))
-                self.skip(rel, kind, reason)
-            if not dropped:
-                break
-            pending = list(resolved)
-        for rel, real in resolved.items():
-            inside = os.path.relpath(real, dest_real)
-            link = posixpath.relpath(inside, posixpath.dirname(rel) or ".")
-            path = os.path.join(self.dest, rel)
-            if os.readlink(path) != link:
-                os.unlink(path)
-                os.symlink(link, path)
-        return len(resolved)
-
-    def _copy_file(
-        self, dir_fd: int | None, name: str, dst: str, rel: str, limit: int | None
-    ) -> bool:
-        """Stream one regular file (``name`` in ``dir_fd``); ``limit=None`` for seed files."""
-        try:
-            fd = os.open(name, READ_FLAGS, dir_fd=dir_fd)
-        except OSError as exc:
-            if exc.errno == errno.ELOOP:  # became a symlink since the listing
-                self.skip(rel, "changed", "symlink: not followed")
-            else:
-                self.skip(rel, "unreadable", f"unreadable file: {_why(exc)}")
-            return False
-        try:
-            st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode):
-                self.skip(rel, "special", f"special file ({_kind(st.st_mode)}): not captured")
-                return False
-            if limit is not None and st.st_size > limit:
-                self.skip(
-                    rel, "too_large", f"larger than the {limit}-byte capture limit", st.st_size
-                )
-                return False
-            try:
-                out = os.open(dst, WRITE_FLAGS, 0o600)
-            except OSError as exc:
-                self.skip(rel, "not_copied", f"copy not written: {_why(exc)}")
-                return False
-            try:
-                copied = stream(fd, out, limit)
-                os.fchmod(out, (st.st_mode & 0o777) | 0o600)
-            except OSError as exc:
-                os.close(out)
-                _unlink_quietly(dst)
-                self.skip(rel, "unreadable", f"read failed: {_why(exc)}")
-                return False
-            os.close(out)
-            if copied is None:  # grew past the limit while being copied
-                _unlink_quietly(dst)
-                self.skip(
-                    rel, "too_large", f"larger than the {limit}-byte capture limit", st.st_size
-                )
-                return False
-        finally:
-            os.close(fd)
-        self.files += 1
-        self.bytes += copied
-        return True
-
-    # -- the seed's test files ----------------------------------------------
-
-    def _restore_protected(self, protected: dict[str, bool]) -> None:
+    def restore(self) -> None:
+        """Put every seed test file in the copy (after the walk), listing what the agent did."""
         seed_real = ""  # resolved at the first link to restore (a system call per component)
-        for rel in sorted(protected):
+        for rel in sorted(self.protected):
             self._note_tampering(rel)
             if not self._prepare_parents(rel):
                 continue
-            dst = os.path.join(self.dest, rel)
+            dst = os.path.join(self.copy.dest, rel)
             if os.path.lexists(dst):
-                self.skip(
+                self.tally.skip(
                     rel,
                     "test_restored",
                     "directory in place of a test file from the seed: replaced",
                 )
                 remove_tree(Path(dst))
             src = os.path.join(self.seed, rel)
-            if protected[rel]:
+            if self.protected[rel]:
                 try:
                     target = os.readlink(src)
                 except OSError as exc:
-                    self.skip(rel, "not_copied", f"test file not restored: {_why(exc)}")
+                    self.tally.skip(rel, "not_copied", f"test file not restored: {_why(exc)}")
                     continue
                 seed_real = seed_real or os.path.realpath(self.seed)
-                self._write_link(rel, target, (self.seed, seed_real))
+                self.copy.write_link(rel, target, (self.seed, seed_real))
             else:
-                self._copy_file(None, src, dst, rel, None)
+                self.copy.copy_file(None, src, rel, None)
 
     def _note_tampering(self, rel: str) -> None:
         """Record whether the agent changed this seed test file (its version is not kept)."""
-        how, size = self.seen_protected.get(rel, ("deleted", None))
+        how, size = self.seen.get(rel, ("deleted", None))
         if how == _UNCHANGED:
             return
-        self.restored.append(rel)
+        tally = self.tally
+        tally.restored.append(rel)
         if how == "replaced":
-            self.skip(
+            tally.skip(
                 rel, "test_restored", "test file replaced by the agent: seed version restored"
             )
         elif how == "link_changed":
-            self.skip(
+            tally.skip(
                 rel,
                 "test_restored",
                 "test symlink changed by the agent: seed version restored",
             )
         elif how == "edited":
-            self.skip(
+            tally.skip(
                 rel,
                 "test_restored",
                 "test file edited by the agent: seed version restored",
                 size,
             )
-        elif not (self.repo_missing or self.repo_unreadable):  # else one entry says it all
-            self.skip(rel, "test_restored", "test file deleted by the agent: seed version restored")
+        elif not (tally.repo_missing or tally.repo_unreadable):  # else one entry says it all
+            tally.skip(
+                rel, "test_restored", "test file deleted by the agent: seed version restored"
+            )
 
     def _prepare_parents(self, rel: str) -> bool:
-        """Make every parent of ``rel`` in dest a real directory (never a symlink)."""
+        """Make every parent of ``rel`` in the copy a real directory (never a symlink)."""
         parts = rel.split(os.sep)[:-1]
         for i in range(len(parts)):
             sub = os.sep.join(parts[: i + 1])
-            path = os.path.join(self.dest, sub)
+            path = os.path.join(self.copy.dest, sub)
             try:
                 st = os.lstat(path)
             except FileNotFoundError:
                 st = None
             except OSError as exc:
-                self.skip(rel, "not_copied", f"test file not restored: {_why(exc)}")
+                self.tally.skip(rel, "not_copied", f"test file not restored: {_why(exc)}")
                 return False
             if st is not None and stat.S_ISDIR(st.st_mode):
                 continue
             try:
                 if st is not None:
-                    self.skip(
+                    self.tally.skip(
                         sub,
                         "test_restored",
                         "replaced by the seed's directory holding test files",
@@ -596,9 +505,138 @@ class _Capture:
                     os.unlink(path)
                 os.mkdir(path, 0o755)
             except OSError as exc:
-                self.skip(rel, "not_copied", f"test file not restored: {_why(exc)}")
+                self.tally.skip(rel, "not_copied", f"test file not restored: {_why(exc)}")
                 return False
         return True
+
+
+class _LiveWalk:
+    """The agent's repo/ read by directory descriptor, each entry opened relative to its
+    directory without following a link: no path in it is ever resolved again, so swapping
+    one for a symlink mid-walk gets it listed, never followed."""
+
+    def __init__(
+        self, live: str, copy: _Copy, tests: _TestFiles, tally: _Tally, max_file_bytes: int
+    ) -> None:
+        self.live = live
+        self.copy = copy
+        self.tests = tests
+        self.tally = tally
+        self.max = max_file_bytes
+
+    @functools.cached_property
+    def live_roots(self) -> tuple[str, str]:
+        """Where an absolute link target inside the live repo may point (both spellings).
+
+        Worked out at the first symlink: most repos have none, and resolving a
+        path costs a system call per component.
+        """
+        return (self.live, os.path.realpath(self.live))
+
+    def run(self) -> None:
+        root = self._open_root()
+        if root is None:
+            return
+        try:
+            walk_fd(root, self._visit, self._unreadable_dir)
+        finally:
+            os.close(root)
+
+    def _open_root(self) -> int | None:
+        """The live repo/ opened without following a link, or None (and why, listed)."""
+        try:
+            return open_root(self.live)
+        except OSError as exc:
+            failure = exc
+        tally = self.tally
+        try:
+            st = os.lstat(self.live)
+        except OSError:
+            tally.repo_missing = True
+            tally.skip(
+                ".",
+                "repo_missing",
+                "repo/ missing: the agent deleted it; only the seed's test files remain",
+            )
+            return None
+        if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
+            tally.repo_missing = True
+            kind = "a symlink (not followed)" if stat.S_ISLNK(st.st_mode) else "not a directory"
+            tally.skip(".", "repo_missing", f"repo/ is {kind}; only the seed's test files remain")
+            return None
+        tally.repo_unreadable = True
+        tally.skip(
+            ".",
+            "repo_unreadable",
+            f"repo/ unreadable ({_why(failure)}): the agent removed its permissions "
+            f"(mode {stat.S_IMODE(st.st_mode):04o}); only the seed's test files remain",
+        )
+        return None
+
+    def _unreadable_dir(self, names: tuple[str, ...], exc: OSError) -> None:
+        rel = os.path.join(*names) if names else ""
+        if exc.errno in SWAPPED_ERRNOS or exc.errno == errno.ESTALE:
+            self.tally.skip(
+                rel, "changed", "directory replaced while capture read it: not followed"
+            )
+        else:
+            self.tally.skip(rel, "unreadable", f"unreadable directory: {_why(exc)}")
+
+    def _visit(self, names: tuple[str, ...], fd: int, entries: list[os.DirEntry[str]]) -> list[str]:
+        rel_dir = os.path.join(*names) if names else ""
+        children = []
+        for entry in entries:
+            rel = os.path.join(rel_dir, entry.name) if rel_dir else entry.name
+            if self._copy_entry(fd, entry, rel):
+                children.append(entry.name)
+        return children
+
+    def _copy_entry(self, fd: int, entry: os.DirEntry[str], rel: str) -> bool:
+        """Copy one entry of the directory ``fd``; True when it is a directory to enter."""
+        name = entry.name
+        skip = self.tally.skip
+        if is_noise_name(name):
+            self.tally.noise += 1
+            return False
+        if name == SCORE_FILE_NAME:
+            skip(
+                rel,
+                "score_json",
+                "score.json is never captured: only the eval command writes a score",
+            )
+            return False
+        try:
+            is_dir = entry.is_dir(follow_symlinks=False)
+        except OSError as exc:
+            skip(rel, "unreadable", f"unreadable: {_why(exc)}")
+            return False
+        if not is_dir and self.tests.claim(fd, name, rel):
+            return False
+        if is_dir:
+            try:
+                mode = os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode
+                os.mkdir(os.path.join(self.copy.dest, rel), (mode & 0o777) | 0o700)
+            except OSError as exc:
+                skip(rel, "not_copied", f"directory not copied: {_why(exc)}")
+                return False
+            return True
+        if entry.is_symlink():
+            try:
+                target = os.readlink(name, dir_fd=fd)
+            except OSError as exc:
+                skip(rel, "unreadable", f"unreadable symlink: {_why(exc)}")
+                return False
+            self.copy.write_link(rel, target, self.live_roots)
+        elif entry.is_file(follow_symlinks=False):
+            self.copy.copy_file(fd, name, rel, self.max)
+        else:
+            try:
+                mode = os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode
+            except OSError as exc:
+                skip(rel, "unreadable", f"unreadable: {_why(exc)}")
+                return False
+            skip(rel, "special", f"special file ({_kind(mode)}): not captured")
+        return False
 
 
 def _judge_link(path: str, target: str, root_real: str) -> str | tuple[str, str]:

@@ -22,7 +22,9 @@ remove a container) talks to the daemon's Engine API over its Unix socket
 instead (:mod:`ksi.environments.engine_api`: one HTTP request instead of a CLI
 process each), but only when that socket belongs to the daemon the CLI itself
 uses; otherwise, or with ``use_engine_api=false`` / ``KSI_DOCKER_API=0``, the
-CLI does everything. ``exec`` always goes through the CLI.
+CLI does everything. ``exec`` always goes through the CLI. Both ways of starting
+a container are derived from one :class:`~ksi.environments.container.ContainerSpec`
+(:meth:`DockerEnvironment.container_spec`), where the hardening is declared.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
 
+from ksi.environments.container import BindMount, ContainerSpec, user_fields
 from ksi.environments.images import (
     build_task_image,
     check_daemon,
@@ -148,52 +151,6 @@ def container_env(
     return env
 
 
-def user_args(user: str, binary: str) -> list[str]:
-    """``--user`` (and podman's ``--userns``) for the ``user`` option."""
-    if user == "image":
-        return []
-    if user == "host":
-        args = ["--user", f"{os.getuid()}:{os.getgid()}"]
-        if "podman" in Path(binary).name and os.getuid() != 0:
-            # Rootless podman maps the host user to root in the container; keep-id maps it to
-            # the same uid instead, so files in the workspace stay the user's.
-            args.append("--userns=keep-id")
-        return args
-    return ["--user", user]
-
-
-def hardening_args(
-    *,
-    pids_limit: int,
-    network: str,
-    cpus: float | None,
-    memory: str | None,
-    init: bool,
-    capabilities: str = "none",
-) -> list[str]:
-    """The flags every KSI container gets: no capabilities, no privilege gain, bounded pids.
-
-    ``capabilities="default"`` keeps the engine's default capability set instead
-    (tasks that install packages as root, e.g. Harbor's ``apt-get`` in test.sh).
-    """
-    args = [] if capabilities == "default" else ["--cap-drop", "ALL"]
-    args += [
-        "--security-opt",
-        "no-new-privileges",
-        "--pids-limit",
-        str(pids_limit),
-        "--network",
-        network,
-    ]
-    if init:
-        args.append("--init")
-    if cpus is not None:
-        args += ["--cpus", str(cpus)]
-    if memory:
-        args += ["--memory", memory]
-    return args
-
-
 @attrs.frozen
 class ContainerSettings:
     """The resources and identity of one task's containers: run options, task runtime wins."""
@@ -246,10 +203,6 @@ def is_loopback_url(url: str) -> bool:
         return False
     host = endpoint.host
     return host == "localhost" or host.endswith(".localhost") or endpoint.is_loopback
-
-
-def _bind(host: Path, target: str) -> list[str]:
-    return ["--mount", f"type=bind,source={host},target={target}"]
 
 
 def _exit_detail(res: Any) -> str:
@@ -700,27 +653,46 @@ class DockerEnvironment:
             network=self.network,
         )
 
+    def container_spec(
+        self, ctx: AttemptContext, settings: ContainerSettings, binary: str
+    ) -> ContainerSpec:
+        """The attempt's container, hardening included: both start paths are derived from it."""
+        user, userns = user_fields(settings.user, binary)
+        return ContainerSpec(
+            name=container_name(ctx.run_id, ctx.task.id, ctx.attempt),
+            image=self.image_for(ctx.task),
+            user=user,
+            userns=userns,
+            mounts=(BindMount(str(ctx.host_workspace.resolve()), self.workspace_mount),),
+            workdir=self.workspace_mount,
+            network=settings.network,
+            labels={
+                LABEL_RUN: ctx.run_id,
+                LABEL_ATTEMPT: f"{ctx.task.id}/{ctx.attempt}",
+                LABEL_ROLE: "attempt",
+            },
+            cap_drop=() if settings.capabilities == "default" else ("ALL",),
+            pids_limit=self.pids_limit,
+            init=self.init,
+            cpus=settings.cpus,
+            memory=settings.memory,
+        )
+
     def start(self, ctx: AttemptContext) -> DockerHandle:
         binary = self._resolve()
-        image = self.image_for(ctx.task)
         settings = self.settings_for(ctx.task)
-        host_ws = ctx.host_workspace.resolve()
+        spec = self.container_spec(ctx, settings, binary)
+        host_ws = Path(spec.mounts[0].source)
         (host_ws / HOME_SUBDIR).mkdir(parents=True, exist_ok=True)
-        name = container_name(ctx.run_id, ctx.task.id, ctx.attempt)
-        labels = {
-            LABEL_RUN: ctx.run_id,
-            LABEL_ATTEMPT: f"{ctx.task.id}/{ctx.attempt}",
-            LABEL_ROLE: "attempt",
-        }
         api = self._engine_api()
-        body = None if api is None else self._api_body(image, settings, host_ws, labels)
+        body = None if api is None else spec.api_body()
         if api is not None and body is not None:
-            self._start_by_api(api, name, body, ctx)
+            self._start_by_api(api, spec, body, ctx)
         else:
-            self._start_by_cli(binary, name, image, settings, host_ws, labels, ctx)
+            self._start_by_cli(binary, spec, ctx)
         return DockerHandle(
             binary=binary,
-            container=name,
+            container=spec.name,
             host_workspace=host_ws,
             workspace_path=self.workspace_mount,
             base_env=dict(ctx.base_env),
@@ -729,84 +701,22 @@ class DockerEnvironment:
             api=api,
         )
 
-    def _start_by_cli(
-        self,
-        binary: str,
-        name: str,
-        image: str,
-        settings: ContainerSettings,
-        host_ws: Path,
-        labels: Mapping[str, str],
-        ctx: AttemptContext,
-    ) -> None:
-        argv = ["run", "-d", "--name", name]
-        for key, value in labels.items():
-            argv += ["--label", f"{key}={value}"]
-        argv += hardening_args(
-            pids_limit=self.pids_limit,
-            network=settings.network,
-            cpus=settings.cpus,
-            memory=settings.memory,
-            init=self.init,
-            capabilities=settings.capabilities,
-        )
-        argv += user_args(settings.user, binary)
-        argv += [*_bind(host_ws, self.workspace_mount), "-w", self.workspace_mount]
-        argv += ["--entrypoint", "sleep", image, "infinity"]
+    def _start_by_cli(self, binary: str, spec: ContainerSpec, ctx: AttemptContext) -> None:
+        argv = spec.cli_args()
         res = docker(binary, *argv, timeout=300)
         if res.returncode != 0 and "already in use" in res.stderr:
             # A container of this very attempt survived a killed run: replace it.
-            docker(binary, "rm", "-f", name, timeout=120)
+            docker(binary, "rm", "-f", spec.name, timeout=120)
             res = docker(binary, *argv, timeout=300)
         if res.returncode != 0:
-            docker(binary, "rm", "-f", name, timeout=120)
+            docker(binary, "rm", "-f", spec.name, timeout=120)
             raise EnvironmentFailure(
-                f"docker environment: starting a container of {image!r} for task "
+                f"docker environment: starting a container of {spec.image!r} for task "
                 f"{ctx.task.id!r} attempt {ctx.attempt} failed: {_exit_detail(res)}"
             )
 
-    def _api_body(
-        self,
-        image: str,
-        settings: ContainerSettings,
-        host_ws: Path,
-        labels: Mapping[str, str],
-    ) -> dict[str, Any] | None:
-        """The Engine API form of :meth:`_start_by_cli`'s command line (None: use the CLI)."""
-        host: dict[str, Any] = {
-            "SecurityOpt": ["no-new-privileges"],
-            "PidsLimit": self.pids_limit,
-            "NetworkMode": settings.network,
-            "Init": self.init,
-            "Mounts": [{"Type": "bind", "Source": str(host_ws), "Target": self.workspace_mount}],
-        }
-        if settings.capabilities != "default":
-            host["CapDrop"] = ["ALL"]
-        if settings.cpus is not None:
-            host["NanoCpus"] = int(settings.cpus * 1e9)
-        if settings.memory:
-            from ksi.environments.engine_api import memory_bytes
-
-            size = memory_bytes(settings.memory)
-            if size is None:
-                return None  # let the CLI parse (and explain) it
-            host["Memory"] = size
-        body: dict[str, Any] = {
-            "Image": image,
-            "Entrypoint": ["sleep"],
-            "Cmd": ["infinity"],
-            "WorkingDir": self.workspace_mount,
-            "Labels": dict(labels),
-            "HostConfig": host,
-        }
-        if settings.user == "host":
-            body["User"] = f"{os.getuid()}:{os.getgid()}"
-        elif settings.user != "image":
-            body["User"] = settings.user
-        return body
-
     def _start_by_api(
-        self, api: EngineAPI, name: str, body: dict[str, Any], ctx: AttemptContext
+        self, api: EngineAPI, spec: ContainerSpec, body: dict[str, Any], ctx: AttemptContext
     ) -> None:
         import http.client
 
@@ -814,16 +724,16 @@ class DockerEnvironment:
 
         try:
             try:
-                api.run_detached(name, body)
+                api.run_detached(spec.name, body)
             except EngineAPIError as exc:
                 if exc.status != 409:
                     raise
                 # A container of this very attempt survived a killed run: replace it.
-                api.remove(name)
-                api.run_detached(name, body)
+                api.remove(spec.name)
+                api.run_detached(spec.name, body)
         except (EngineAPIError, OSError, http.client.HTTPException) as exc:
             raise EnvironmentFailure(
-                f"docker environment: starting a container of {body['Image']!r} for task "
+                f"docker environment: starting a container of {spec.image!r} for task "
                 f"{ctx.task.id!r} attempt {ctx.attempt} failed: {exc}"
             ) from exc
 

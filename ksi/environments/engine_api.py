@@ -17,7 +17,6 @@ from __future__ import annotations
 import http.client
 import json
 import os
-import re
 import socket
 from pathlib import Path
 from typing import Any
@@ -27,8 +26,6 @@ from ksi.environments.images import docker
 
 API_VERSION = "v1.41"  # Docker 20.10; newer daemons accept it, older ones are rare.
 DEFAULT_SOCKET = "/var/run/docker.sock"
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([bkmg]?)b?\s*$", re.IGNORECASE)
-_UNITS = {"": 1, "b": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
 
 
 class EngineAPIError(Exception):
@@ -108,14 +105,6 @@ class EngineAPI:
                 return False
             raise
         return True
-
-
-def memory_bytes(value: str) -> int | None:
-    """``512m`` / ``4g`` / ``1073741824`` as bytes; None when the CLI should judge it."""
-    match = _SIZE.match(value)
-    if match is None:
-        return None
-    return int(float(match.group(1)) * _UNITS[match.group(2).lower()])
 
 
 def _socket_path() -> str | None:
