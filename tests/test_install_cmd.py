@@ -136,3 +136,41 @@ def test_installer_choice(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> No
     monkeypatch.setenv(INSTALLER_VAR, "conda")
     with pytest.raises(Exception, match="expected 'pip' or 'uv'"):
         installer_argv("install")
+
+
+def test_uninstall_takes_the_short_name_ksi_plugins_shows(venv_python: Path) -> None:
+    """``ksi plugins`` shows ``harbor``; ``ksi uninstall harbor`` used to say "No plugin
+    was added or removed" and exit 0 (issue 28 #9)."""
+    installed = ksi(venv_python, "install", "-e", str(HARBOR))
+    assert installed.returncode == 0, installed.stderr
+    removed = ksi(venv_python, "uninstall", "harbor")
+    assert removed.returncode == 0, removed.stderr
+    assert "harbor: a plugin of the distribution ksi-harbor; removing that" in removed.stderr
+    assert "Removed plugins:" in removed.stdout and "harbor (ksi-harbor" in removed.stdout
+    assert '"ksi-harbor"' not in ksi(venv_python, "plugins", "--json").stdout
+
+
+def test_uninstall_of_a_name_nothing_provides_is_an_error(venv_python: Path) -> None:
+    result = ksi(venv_python, "uninstall", "mybench")
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "'mybench' is not an installed plugin or the distribution of one" in result.stderr
+
+
+def test_reinstalling_an_edited_plugin_shows_what_it_registers_now(
+    venv_python: Path, tmp_path: Path
+) -> None:
+    plugin = tmp_path / "ksi-qa"
+    subprocess.run(
+        ["cp", "-r", str(ROOT / "tests/fixtures/plugins/ksi-qa"), str(plugin)], check=True
+    )
+    first = ksi(venv_python, "install", "-e", str(plugin))
+    assert first.returncode == 0, first.stderr
+    assert "evaluators: answer-file" in first.stdout
+    source = plugin / "ksi_qa.py"
+    source.write_text(source.read_text().replace('"answer-file"', '"answer-file-2"'))
+    again = ksi(venv_python, "install", "-e", str(plugin))
+    assert again.returncode == 0, again.stderr
+    assert "Changed plugins (now):" in again.stdout
+    assert "evaluators: answer-file-2" in again.stdout
+    assert "No plugin was added" not in again.stdout
+    assert ksi(venv_python, "uninstall", "qa").returncode == 0

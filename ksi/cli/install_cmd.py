@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import json
 import os
 import shutil
 import site
@@ -20,11 +21,14 @@ import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
+from ksi.cli.run_flags_cache import cache_file
+from ksi.entry_points import normalize
 from ksi.errors import KsiError, UserInputError
+from ksi.fileops import write_json_atomic
 from ksi.plugins import KINDS, PluginInfo, get_plugins, reset_plugins
 from ksi.text import printable
 
@@ -141,21 +145,98 @@ def _run(argv: Sequence[str], *, verbose: bool = False) -> None:
         raise InstallError(f"{' '.join(argv[:4])} ... failed with exit code {proc.returncode}")
 
 
+#: What the plugins registered when ``ksi install``/``uninstall`` last looked (per interpreter).
+SEEN_CACHE = "plugins-seen"
+
+
+def _registered(info: PluginInfo) -> list[Any]:
+    """What a plugin is, as far as a user of KSI can tell: its version and what it registered."""
+    components = {k: sorted(v) for k, v in sorted(info.components.items()) if v}
+    return [info.distribution, info.version, components]
+
+
+def _remembered() -> dict[str, Any]:
+    """The registrations the last ``ksi install``/``uninstall`` saw ({} when none or unreadable).
+
+    An editable plugin's code is live: by the time ``ksi install -e`` runs again
+    after an edit, the edit is already loaded, so "before" must come from
+    what KSI saw last, not from this process.
+    """
+    path = cache_file(SEEN_CACHE)
+    try:
+        data = json.loads(path.read_text()) if path is not None else {}
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _remember(plugins: dict[str, PluginInfo]) -> None:
+    path = cache_file(SEEN_CACHE)
+    if path is None:
+        return
+    with contextlib.suppress(OSError):  # a cache that cannot be written is only a cache
+        write_json_atomic(
+            path, {name: _registered(info) for name, info in plugins.items()}, durable=False
+        )
+
+
 def _report(before: dict[str, PluginInfo], after: dict[str, PluginInfo]) -> None:
     added = [info for name, info in after.items() if name not in before]
     removed = [info for name, info in before.items() if name not in after]
+    # A reinstall (`install -e` after an edit, `-U`) may change what a plugin registers.
+    seen = _remembered()
+    changed = [
+        info
+        for name, info in after.items()
+        if name in before and seen.get(name, _registered(before[name])) != _registered(info)
+    ]
+    _remember(after)
     if added:
         typer.echo("New plugins:")
         for info in added:
+            typer.echo(printable(_describe(info)))
+    if changed:
+        typer.echo("Changed plugins (now):")
+        for info in changed:
             typer.echo(printable(_describe(info)))
     if removed:
         typer.echo("Removed plugins:")
         for info in removed:
             typer.echo(printable(f"  {info.name} ({info.distribution} {info.version})"))
-    if not added and not removed:
-        typer.echo("No plugin was added or removed (`ksi plugins` lists what is installed).")
+    if not added and not removed and not changed:
+        typer.echo(
+            "No plugin was added, changed or removed (`ksi plugins` lists what is installed)."
+        )
     for err in get_plugins().errors:
         typer.echo(f"warning: {printable(str(err), multiline=True)}", err=True)
+
+
+def _distribution_of(name: str, installed: dict[str, PluginInfo]) -> str:
+    """The distribution to remove for ``name``: a distribution, or a plugin's short name.
+
+    ``ksi plugins`` shows plugins by the short name their entry point gives
+    (``harbor``); pip knows only distributions (``ksi-harbor``). A name that is
+    neither is refused, rather than pip skipping it and KSI exiting 0.
+    """
+    key = normalize(name)
+    for info in installed.values():
+        if normalize(info.distribution) == key:
+            return name
+    for info in installed.values():
+        if normalize(info.name) == key:
+            typer.echo(
+                printable(
+                    f"{name}: a plugin of the distribution {info.distribution}; removing that"
+                ),
+                err=True,
+            )
+            return info.distribution
+    known = ", ".join(sorted(f"{i.name} ({i.distribution})" for i in installed.values()))
+    raise UserInputError(
+        f"{name!r} is not an installed plugin or the distribution of one"
+        + (f"; installed: {known}" if known else "; no plugin is installed")
+        + " (`ksi plugins` lists them)"
+    )
 
 
 def register(app: typer.Typer) -> None:
@@ -206,7 +287,11 @@ def register(app: typer.Typer) -> None:
     @app.command("uninstall")
     def uninstall(
         packages: Annotated[
-            list[str], typer.Argument(metavar="PACKAGE...", help="Distributions to remove.")
+            list[str],
+            typer.Argument(
+                metavar="PACKAGE...",
+                help="Distributions to remove, or plugins by the name `ksi plugins` shows.",
+            ),
         ],
         verbose: Annotated[
             bool, typer.Option("-v", "--verbose", help="Show the installer's own output.")
@@ -217,5 +302,6 @@ def register(app: typer.Typer) -> None:
         if protected:
             raise UserInputError("refusing to uninstall KSI itself with `ksi uninstall`")
         before = _snapshot()
-        _run([*installer_argv("uninstall"), *packages], verbose=_verbose(verbose))
+        distributions = [_distribution_of(name, before) for name in packages]
+        _run([*installer_argv("uninstall"), *distributions], verbose=_verbose(verbose))
         _report(before, _snapshot())

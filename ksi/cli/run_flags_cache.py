@@ -70,13 +70,14 @@ def cache_dir() -> Path | None:
     return None if home == "~" else Path(home) / ".cache" / "ksi"
 
 
-def cache_file() -> Path | None:
-    """This interpreter's cache file (several virtual environments share one directory)."""
+def cache_file(name: str = "run-flags") -> Path | None:
+    """This interpreter's cache file called ``name`` (several virtual environments share
+    one directory)."""
     directory = cache_dir()
     if directory is None:
         return None
     interpreter = f"{sys.executable}\0{sys.prefix}".encode(errors="surrogateescape")
-    return directory / f"run-flags-{zlib.crc32(interpreter):08x}.json"
+    return directory / f"{name}-{zlib.crc32(interpreter):08x}.json"
 
 
 def _installation() -> dict[str, Any]:
