@@ -210,7 +210,9 @@ def test_a_hostile_attempt_shows_its_text_and_runs_no_script(
         task = page.locator("details.task[open]")
         assert task.count() == 1
         assert EVIL_ID in task.locator("summary").first.inner_text()
-        page.evaluate("document.querySelectorAll('#r0-t4 details').forEach(d => d.open = true)")
+        page.evaluate(
+            "document.querySelectorAll('details.task[open] details').forEach(d => d.open = true)"
+        )
         text = task.inner_text()
         assert "<script>window.__pwned = 1</script>" in text
         assert '</pre><img src=x onerror="window.__pwned = 2">' in text
@@ -249,6 +251,10 @@ def test_a_two_run_comparison_lists_flips_first_and_sorts(
         assert page.locator("#r0-table").count() == 1 and page.locator("#r1-table").count() == 1
         page.click("#cmp-table tr[data-id=broken] td:nth-child(3) a")
         opened_task = page.locator("#r1-tasks details.task[open]")
+        # The page opens it on "hashchange", which fires after the click returns.
+        page.wait_for_function(
+            "document.querySelectorAll('#r1-tasks details.task[open]').length > 0"
+        )
         assert opened_task.count() == 1
         assert "broken" in opened_task.locator("summary").first.inner_text()
         opened.shot("comparison")
@@ -298,3 +304,48 @@ def test_the_generations_chart_and_table_show_the_runs_generations_summary(
         assert "gateway-port" in page.inner_text("body")
     finally:
         opened.close()
+
+
+def test_anchors_a_person_can_type_open_a_task_and_an_attempt(browser: Any, tmp_path: Path) -> None:
+    """``report.html#task-<id>`` and ``#task-<id>-<attempt>`` (issue 28 #14)."""
+    run = tmp_path / "demo"
+    result = ksi(
+        "run", str(ROOT / "examples" / "tasks.jsonl"), "--agent", "oracle", "--run-dir", str(run)
+    )
+    assert result.returncode == 0, result.stderr
+    html = _view(run, out=tmp_path / "demo.html")
+    page = browser.new_page()
+    try:
+        page.goto(html.resolve().as_uri() + "#task-median-bug")
+        task = page.locator("details.task#task-median-bug")
+        assert task.get_attribute("open") is not None
+        assert page.locator("details.task[open]").count() == 1
+        page.goto(html.resolve().as_uri() + "#task-roman-numerals-1")  # a "hashchange"
+        page.wait_for_function("document.getElementById('task-roman-numerals-1').open")
+        attempt = page.locator("details.attempt#task-roman-numerals-1")
+        assert attempt.get_attribute("open") is not None
+        assert page.locator("details.task#task-roman-numerals").get_attribute("open") is not None
+        # The oracle reports no usage: the task table says so as the overview does, not "0".
+        cells = page.eval_on_selector_all(
+            "#r0-table tbody td:nth-child(8)", "cells => cells.map(c => c.innerText)"
+        )
+        assert cells == ["\u2013"] * 4
+        assert "none reported" in page.inner_text("#r0-overview")
+    finally:
+        page.close()
+
+
+def test_the_flips_card_never_breaks_a_phrase(
+    browser: Any, mixed: tuple[Path, Path], tmp_path: Path
+) -> None:
+    a, b = mixed
+    html = _view(a, b, out=tmp_path / "compare.html")
+    page = browser.new_page(viewport={"width": 360, "height": 800})
+    try:
+        page.goto(html.resolve().as_uri())
+        lines = page.eval_on_selector_all(
+            "[data-testid=flips] span", "spans => spans.map(s => s.getClientRects().length)"
+        )
+        assert lines == [1, 1], "'1 gained' and '0 lost' each stay on one line"
+    finally:
+        page.close()

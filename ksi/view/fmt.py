@@ -43,3 +43,13 @@ def size(value: int) -> str:
 
 def num(value: int | None) -> str:
     return NONE if value is None else f"{value:,}"
+
+
+def usage_reported(tokens: int, cost: float | None) -> bool:
+    """The one rule for "not reported": no token and no cost (a 0 would claim a count)."""
+    return bool(tokens) or cost is not None
+
+
+def tokens(value: int, cost: float | None) -> str:
+    """A token count, or the dash when the agent reported no usage at all."""
+    return num(value) if usage_reported(value, cost) else NONE

@@ -33,6 +33,7 @@ from urllib.parse import quote
 
 from ksi._version import __version__
 from ksi.errors import UserInputError
+from ksi.layout import task_dirname
 from ksi.records import GenerationsSummary
 from ksi.text import printable
 from ksi.view import fmt
@@ -78,6 +79,7 @@ def _environment() -> Any:
         secs=fmt.secs,
         size=fmt.size,
         num=fmt.num,
+        tokens=fmt.tokens,
         signed=fmt.signed,
         blocks=diff_blocks,
     )
@@ -122,6 +124,36 @@ def _run_prefix(run_root: Path, out_dir: Path) -> str:
     return "" if rel == "." else quote(rel) + "/"
 
 
+class Anchors:
+    """Ids a person can type after ``#``: ``task-<id>`` and ``task-<id>-<attempt>``.
+
+    The task part is the task's directory name (:func:`ksi.layout.task_dirname`,
+    injective and URL-safe but for ``%`` escapes, which the page's script also
+    matches undecoded); runs after the first of a comparison prefix ``r<n>-``. An
+    attempt id that would equal another task's id (``task-a-1`` for the task
+    ``a-1``) takes ``-attempt-<n>`` instead.
+    """
+
+    def __init__(self, runs: Sequence[RunView]) -> None:
+        self._tasks = [
+            {
+                t.task_id: ("" if r == 0 else f"r{r}-") + "task-" + task_dirname(t.task_id)
+                for t in run.tasks
+            }
+            for r, run in enumerate(runs)
+        ]
+        self._taken = [set(tasks.values()) for tasks in self._tasks]
+
+    def task(self, r: int, task_id: str) -> str:
+        return self._tasks[r][task_id]
+
+    def attempt(self, r: int, task_id: str, attempt: int) -> str:
+        plain = f"{self.task(r, task_id)}-{attempt}"
+        return (
+            plain if plain not in self._taken[r] else f"{self.task(r, task_id)}-attempt-{attempt}"
+        )
+
+
 def _csp_hash(text: str) -> str:
     digest = hashlib.sha256(text.encode("utf-8")).digest()
     return "sha256-" + base64.b64encode(digest).decode("ascii")
@@ -149,12 +181,13 @@ def render_report(runs: Sequence[RunView], out_path: Path) -> str:
             runs=runs,
             labels=labels,
             comparison=comparison,
-            task_index=[{t.task_id: i for i, t in enumerate(run.tasks)} for run in runs],
+            anchors=Anchors(runs),
             href=lambda run, rel: prefixes[id(run)] + quote(rel),
             chart=generations_chart,
             newly_solved=newly_solved_ids,
             learning_tasks=learning_tasks,
             notes_given=notes_given,
+            usage_reported=fmt.usage_reported,
             script=markupsafe.Markup(script),
             style=markupsafe.Markup(style),
             script_hash=_csp_hash(script),

@@ -54,8 +54,13 @@
   }
 
   function openTarget() {
-    var id = decodeURIComponent(location.hash.slice(1));
-    var el = id ? document.getElementById(id) : null;
+    // Task anchors keep the %XX escapes of their directory names: try the hash as
+    // typed first, then decoded.
+    var raw = location.hash.slice(1);
+    var el = raw ? document.getElementById(raw) : null;
+    if (!el && raw) {
+      try { el = document.getElementById(decodeURIComponent(raw)); } catch (e) { el = null; }
+    }
     if (!el) { return; }
     for (var node = el; node; node = node.parentElement) {
       if (node.tagName === "DETAILS") { node.open = true; }
