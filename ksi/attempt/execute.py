@@ -1,17 +1,27 @@
-"""Executing one attempt job: the lifecycle in docs/running.md, with no shared state.
+"""Executing one attempt job: the lifecycle in docs/running.md.
 
 :func:`execute_attempt` seeds ``workspace/repo`` from the task's pristine
-seed, starts the environment, lets the agent work, grades (inside the
-environment for evaluators that ask for it; otherwise on the host, on a copy
-of the captured repo), writes the attempt's files and returns its record. Any
-failure of KSI or of the environment becomes an ``error`` record, never an
-exception. It never touches the journal: the driver does that.
+seed, starts the environment, lets the agent work (:mod:`ksi.attempt.agent_run`),
+grades (:mod:`ksi.attempt.grading`: inside the environment for evaluators that
+ask for it; otherwise on the host, on a copy of the captured repo), writes the
+attempt's files and returns its record. Any failure of KSI or of the
+environment becomes an ``error`` record, never an exception. It never touches
+the journal: the driver does that.
 
-It runs in a thread of the driver's process, in another process, or on
-another machine: components are resolved from the job's specs once per
-process and session (the driver's own, already prepared instances when it
-runs in the driver's process), and the environment handles it starts are
-registered with :mod:`ksi.attempt.cancel` so the driver can stop them.
+A job shares no state with the driver: it carries everything it needs as
+values, and its record is all the driver gets back, so it runs as well in a
+thread of the driver's process, in another process, or on another machine.
+Three things are shared within a process, on purpose:
+
+* the components, resolved from the job's specs once per process and driver
+  session (resolving loads plugins; an environment prepares once), or the
+  driver's own, already prepared instances when the job runs in the driver's
+  process (:func:`use_components`);
+* the seed locks: a task's pristine seed is written once per run directory,
+  by the first attempt that needs it (threads wait on a lock; processes race,
+  and an atomic rename settles it);
+* the cancel registry (:mod:`ksi.attempt.cancel`): the environment handles
+  running now, by session, so Ctrl-C on the driver stops them where they run.
 """
 
 from __future__ import annotations
@@ -26,8 +36,10 @@ from typing import Any
 
 import attrs
 
-from ksi.attempt.cancel import Cancelled, CancelToken, close_token, open_token
+from ksi.attempt.agent_run import AgentRunner, attempt_prompt
+from ksi.attempt.cancel import CancelToken, close_token, open_token
 from ksi.attempt.capture import CaptureReport, capture_repo, copy_tree, remove_tree
+from ksi.attempt.clock import AttemptClock
 from ksi.attempt.components import Components, component_name, resolve_components
 from ksi.attempt.diff import write_diff
 from ksi.attempt.diskfull import (
@@ -37,6 +49,7 @@ from ksi.attempt.diskfull import (
     save_unless_disk_full,
     wipe_after_disk_full,
 )
+from ksi.attempt.grading import Grader
 from ksi.attempt.job import AttemptJob
 from ksi.attempt.safety import agent_is_isolated
 from ksi.interfaces import (
@@ -49,8 +62,9 @@ from ksi.interfaces import (
 )
 from ksi.models import EvalResult, TaskSpec, total_usage
 from ksi.protected_files import ProtectRule
-from ksi.records import AttemptRecord, RoundResult, Timings, now
+from ksi.records import AttemptRecord, RoundResult, now
 from ksi.serialization import to_data
+from ksi.tasks.prompts import agent_prompt
 
 #: Agent statuses meaning the agent never really worked on the task.
 AGENT_INFRA_STATUSES = frozenset(
@@ -60,7 +74,6 @@ AGENT_INFRA_STATUSES = frozenset(
 RETRYABLE_AGENT_STATUSES = frozenset({"rate_limited", "overloaded"})
 #: Eval statuses that are deterministic: retrying cannot change them.
 FINAL_EVAL_STATUSES = frozenset({"no_eval"})
-DEFAULT_AGENT_TIMEOUT_SEC = 1800.0
 
 
 # -- components, once per process and driver session ---------------------------------
@@ -163,26 +176,6 @@ def execute_attempt(job: AttemptJob, attempt_dir: Path) -> AttemptRecord:
     return record
 
 
-def _agent_timeout(job: AttemptJob) -> float:
-    if job.settings.timeout_sec is not None:
-        return job.settings.timeout_sec
-    value = job.task.runtime.agent_timeout_sec
-    return value if value is not None else DEFAULT_AGENT_TIMEOUT_SEC
-
-
-def _prompt(job: AttemptJob, workspace_path: str) -> str:
-    """The task's prompt, plus one line per context file that asks to be pointed at."""
-    from ksi.tasks.prompts import agent_prompt
-
-    prompt = agent_prompt(job.task)
-    pointers = [
-        item.prompt_pointer.replace("{path}", f"{workspace_path.rstrip('/')}/{item.path}")
-        for item in job.context_files
-        if item.prompt_pointer
-    ]
-    return "\n\n".join([prompt, *pointers]) if pointers else prompt
-
-
 class _Attempt:
     """The steps of one attempt; an object only to keep their shared values in one place."""
 
@@ -193,12 +186,11 @@ class _Attempt:
         self.dir = attempt_dir
         self.parts = parts
         self.token = token
-        self.times: dict[str, float] = {}
+        self.clock = AttemptClock()
+        self.agent = AgentRunner(job, parts.agent, token, self.clock)
+        self.grader = Grader(job, attempt_dir, parts, token, self.clock)
         #: Whether the captured repo differs from the seed (None: capture never ran).
         self.repo_changed: bool | None = None
-        #: The step running now, named in an error record ("while grading...").
-        self.step = "seeding the workspace"
-        self.started = time.monotonic()
         self.base: dict[str, Any] = {
             "task_id": job.task.id,
             "attempt": job.attempt,
@@ -217,25 +209,15 @@ class _Attempt:
         job, cfg, attempt_dir = self.job, self.job.settings, self.dir
         parts = self.parts
         handle = None
-        result: ExecResult | None = None
         outcome = AgentOutcome()
         eval_result: EvalResult | None = None
-        capture: CaptureReport | None = None
         rounds: tuple[RoundResult, ...] = ()
         try:
             if attempt_dir.exists():  # left by a killed run (the driver kept finished ones aside)
                 remove_tree(attempt_dir)
             workspace = attempt_dir / "workspace"
             repo = workspace / "repo"
-            t = time.monotonic()
-            seed = seed_dir(job.task, job.seed_dir())
-            workspace.mkdir(parents=True)
-            copy_tree(seed, repo)
-            for item in job.context_files:
-                path = workspace / item.path
-                path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_text(item.content, encoding="utf-8")
-            self.times["seed"] = time.monotonic() - t
+            seed = self._seed_workspace(workspace)
 
             actx = AttemptContext(
                 run_id=job.run_id,
@@ -245,43 +227,21 @@ class _Attempt:
                 host_workspace=workspace,
                 base_env=job.agent_env,
             )
-            self.step = f"starting environment {component_name(parts.environment)!r}"
+            self.clock.step = f"starting environment {component_name(parts.environment)!r}"
             handle = parts.environment.start(actx)
             self.token.track(handle)
-            ws_path = str(handle.workspace_path)
-            # Written once the environment says where the workspace is: a context
-            # file's pointer names the file as the agent sees it.
-            prompt = _prompt(job, ws_path)
-            (attempt_dir / "prompt.md").write_text(prompt, encoding="utf-8")
-            # Tasks that work in the image's own directory (Harbor's /app) say so.
-            workdir = job.task.runtime.workdir
-            ctx = AgentContext(
-                task=job.task,
-                prompt=prompt,
-                attempt=job.attempt,
-                attempt_dir=attempt_dir,
-                workspace_path=ws_path,
-                repo_path=workdir if isinstance(workdir, str) else ws_path.rstrip("/") + "/repo",
-                host_workspace=workspace,
-                model=cfg.model,
-                isolated=agent_is_isolated(parts.environment),
-            )
-            outcome, result = self._run_agent(ctx, handle)
+            ctx = self._agent_context(handle, workspace)
+            outcome, result = self.agent.run(ctx, handle)
             if parts.feedback is not None:
                 outcome, result, rounds = self._feedback_rounds(
                     parts.feedback, ctx, handle, seed, outcome, result
                 )
 
             if parts.grades_in == "environment":
-                t = time.monotonic()
-                self.step = f"grading with evaluator {component_name(parts.evaluator)!r}"
-                eval_result = parts.evaluator.grade(
-                    job.task, repo, env=handle, log_dir=attempt_dir / "eval"
-                )
-                self._add_time("eval", t)
+                eval_result = self.grader.in_environment(repo, handle)
 
             # Nothing of the agent may run while its repo/ is read.
-            self.step = "capturing repo/"
+            self.clock.step = "capturing repo/"
             handle.halt()
             t = time.monotonic()
             captured = attempt_dir / "captured" / "repo"
@@ -295,14 +255,11 @@ class _Attempt:
             self.repo_changed = (
                 write_diff(seed, captured, attempt_dir / "diff.patch").files_changed > 0
             )
-            self.times["capture"] = time.monotonic() - t
+            self.clock.add_time("capture", t)
             handle.stop()
 
             if eval_result is None:
-                t = time.monotonic()
-                self.step = f"grading with evaluator {component_name(parts.evaluator)!r}"
-                eval_result = self._grade_after_capture(repo, captured)
-                self._add_time("eval", t)
+                eval_result = self.grader.after_capture(repo, captured)
             if cfg.wipe_workspace:
                 remove_tree(workspace)
             return self._record(outcome, result, eval_result, capture, rounds)
@@ -312,8 +269,8 @@ class _Attempt:
                 status="error",
                 score=None,
                 agent_status=outcome.status,
-                error=f"{type(exc).__name__}: {exc} (while {self.step})",
-                timings=Timings(**self.times, total=time.monotonic() - self.started),
+                error=f"{type(exc).__name__}: {exc} (while {self.clock.step})",
+                timings=self.clock.timings(),
                 finished_at=now(),
                 retryable=True,
             )
@@ -324,35 +281,40 @@ class _Attempt:
                     handle.stop()
                 self.token.untrack(handle)
 
-    def _add_time(self, phase: str, started: float) -> None:
-        self.times[phase] = self.times.get(phase, 0.0) + time.monotonic() - started
+    def _seed_workspace(self, workspace: Path) -> Path:
+        """``workspace/repo`` from the task's pristine seed (returned), and the context
+        files (``KNOWLEDGE.md``...) beside it."""
+        job, t = self.job, time.monotonic()
+        seed = seed_dir(job.task, job.seed_dir())
+        workspace.mkdir(parents=True)
+        copy_tree(seed, workspace / "repo")
+        for item in job.context_files:
+            path = workspace / item.path
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(item.content, encoding="utf-8")
+        self.clock.add_time("seed", t)
+        return seed
 
-    def _run_agent(
-        self, ctx: AgentContext, handle: EnvironmentHandle
-    ) -> tuple[AgentOutcome, ExecResult | None]:
-        """One agent process on ``ctx.prompt``; its logs go to ``ctx.attempt_dir``."""
-        agent, t = self.parts.agent, time.monotonic()
-        self.step = f"running agent {component_name(agent)!r}"
-        agent.setup(ctx)
-        invocation = agent.invocation(ctx)
+    def _agent_context(self, handle: EnvironmentHandle, workspace: Path) -> AgentContext:
+        """What the agent is told, once the environment says where the workspace is (a
+        context file's pointer names the file as the agent sees it); ``prompt.md``."""
+        job = self.job
+        ws_path = str(handle.workspace_path)
+        prompt = attempt_prompt(job, ws_path)
+        (self.dir / "prompt.md").write_text(prompt, encoding="utf-8")
         # Tasks that work in the image's own directory (Harbor's /app) say so.
-        workdir = self.job.task.runtime.workdir
-        if invocation is not None and isinstance(workdir, str) and invocation.cwd == ".":
-            invocation = attrs.evolve(invocation, cwd=workdir)
-        result: ExecResult | None = None
-        if invocation is not None:
-            result = handle.exec(
-                invocation,
-                timeout=_agent_timeout(self.job),
-                stdout_path=ctx.attempt_dir / "agent.stdout.log",
-                stderr_path=ctx.attempt_dir / "agent.stderr.log",
-                log_cap_bytes=self.job.settings.log_cap_bytes,
-            )
-        outcome = agent.outcome(ctx, result)
-        self._add_time("agent", t)
-        if self.token.cancelled:
-            raise Cancelled("the agent was killed by the run's teardown")
-        return outcome, result
+        workdir = job.task.runtime.workdir
+        return AgentContext(
+            task=job.task,
+            prompt=prompt,
+            attempt=job.attempt,
+            attempt_dir=self.dir,
+            workspace_path=ws_path,
+            repo_path=workdir if isinstance(workdir, str) else ws_path.rstrip("/") + "/repo",
+            host_workspace=workspace,
+            model=job.settings.model,
+            isolated=agent_is_isolated(self.parts.environment),
+        )
 
     def _feedback_rounds(
         self,
@@ -365,15 +327,13 @@ class _Attempt:
     ) -> tuple[AgentOutcome, ExecResult | None, tuple[RoundResult, ...]]:
         """Rounds 2..n (see :class:`ksi.interfaces.GivesFeedback`): grade the work so far,
         and while it falls short, run the agent again on the evaluator's feedback."""
-        from ksi.tasks.prompts import agent_prompt
-
         task = self.job.task
         earlier: list[RoundResult] = []
         usages = [outcome.usage]
         for number in range(2, feedback.rounds + 1):
             if outcome.status in AGENT_INFRA_STATUSES:
                 break
-            graded = self._grade_round(handle, seed, number - 1)
+            graded = self.grader.between_rounds(handle, seed, number - 1)
             if graded.native_score is None or graded.native_score >= 1.0:
                 break  # the final grade, after capture, says the same
             text = feedback.feedback(task, graded)
@@ -387,97 +347,9 @@ class _Attempt:
             prompt = agent_prompt(attrs.evolve(task, prompt=text))
             (round_dir / "prompt.md").write_text(prompt, encoding="utf-8")
             ctx = attrs.evolve(ctx, prompt=prompt, attempt_dir=round_dir)
-            outcome, result = self._run_agent(ctx, handle)
+            outcome, result = self.agent.run(ctx, handle)
             usages.append(outcome.usage)
         return attrs.evolve(outcome, usage=total_usage(usages)), result, tuple(earlier)
-
-    def _grade_round(self, handle: EnvironmentHandle, seed: Path, number: int) -> EvalResult:
-        """Grade the live ``repo/`` between rounds: captured under the capture rules into
-        ``rounds/<n>/captured/repo``, then graded as the attempt's final grade would be
-        (a host copy, or through the live environment when grading happens there)."""
-        job, cfg, t = self.job, self.job.settings, time.monotonic()
-        self.step = (
-            f"grading round {number} with evaluator {component_name(self.parts.evaluator)!r}"
-        )
-        repo = Path(handle.host_workspace) / "repo"
-        round_dir = self.dir / "rounds" / str(number)
-        log_dir = round_dir / "eval"
-        captured = round_dir / "captured" / "repo"
-        try:
-            capture_repo(
-                repo,
-                seed,
-                captured,
-                max_file_bytes=cfg.capture_max_file_bytes,
-                protect=ProtectRule(cfg.protect).plus(job.task.eval.protect),
-            )
-            if self.parts.grades_in == "environment":
-                return self.parts.evaluator.grade(job.task, repo, env=handle, log_dir=log_dir)
-            env = handle if cfg.eval_in == "environment" else None
-            # Inside the environment's workspace when the environment runs the grade.
-            work = (repo.parent / f".ksi-round-{number}" if env else log_dir) / "repo"
-            remove_tree(work)
-            work.parent.mkdir(parents=True, exist_ok=True)
-            copy_tree(captured, work)
-            try:
-                return self.parts.evaluator.grade(job.task, work, env=env, log_dir=log_dir)
-            finally:
-                remove_tree(work.parent if env else work)
-        finally:
-            self._add_time("eval", t)
-
-    def _grade_after_capture(self, live_repo: Path, captured: Path) -> EvalResult:
-        """Grade once the agent's environment is gone: a fresh copy of the captured repo on
-        the host (or in a fresh environment with ``--eval-in environment``), or the live
-        repo when the workspace is kept."""
-        job, evaluator = self.job, self.parts.evaluator
-        log_dir = self.dir / "eval"
-        if job.settings.eval_in == "environment":
-            return self._grade_in_fresh_environment(captured)
-        if not job.settings.wipe_workspace:
-            return evaluator.grade(job.task, live_repo, log_dir=log_dir)
-        workdir = self.dir / "eval" / "repo"
-        remove_tree(workdir)
-        workdir.parent.mkdir(parents=True, exist_ok=True)
-        copy_tree(captured, workdir)
-        try:
-            result = evaluator.grade(job.task, workdir, log_dir=log_dir)
-        finally:
-            remove_tree(workdir)
-        return _graded_copy_removed(result, str(workdir), str(captured))
-
-    def _grade_in_fresh_environment(self, captured: Path) -> EvalResult:
-        """``--eval-in environment``: grade a copy of the captured repo in a new environment.
-
-        For tasks whose tests need the image's toolchain. The agent's own
-        environment is already gone, so nothing it left running can touch
-        the grading; the evaluator runs its command through the new handle.
-        """
-        job = self.job
-        workspace = self.dir / "eval" / "workspace"
-        remove_tree(workspace)
-        workspace.mkdir(parents=True)
-        copy_tree(captured, workspace / "repo")
-        ctx = AttemptContext(
-            run_id=job.run_id,
-            task=job.task,
-            # The attempt's own number: its agent container is gone by now, and
-            # concurrent attempts of one task must not share a grading container.
-            attempt=job.attempt,
-            attempt_dir=self.dir / "eval",
-            host_workspace=workspace,
-            base_env=job.eval_env,
-        )
-        handle = self.parts.environment.start(ctx)
-        try:
-            self.token.track(handle)
-            return self.parts.evaluator.grade(
-                job.task, workspace / "repo", env=handle, log_dir=self.dir / "eval"
-            )
-        finally:
-            handle.stop()
-            self.token.untrack(handle)
-            remove_tree(workspace)
 
     def _record(
         self,
@@ -503,7 +375,7 @@ class _Attempt:
             agent_exit_code=result.exit_code if result else None,
             agent_timed_out=bool(result and result.timed_out),
             eval=eval_result,
-            timings=Timings(**self.times, total=time.monotonic() - self.started),
+            timings=self.clock.timings(),
             usage=outcome.usage,
             final_message=outcome.final_message,
             skipped_files=capture.skipped if capture else (),
@@ -515,17 +387,3 @@ class _Attempt:
             retryable=retryable,
             rounds=rounds,
         )
-
-
-def _graded_copy_removed(result: EvalResult, workdir: str, captured: str) -> EvalResult:
-    """``result`` saying that its ``eval_workdir`` is gone, and where the graded files are.
-
-    The copy graded on the host is removed once graded; ``captured/repo``
-    holds the files it was made from. Said the way ``ksi grade`` and
-    ``CommandEvaluator.evaluate`` say it: ``details["eval_workdir_removed"]``.
-    """
-    if result.eval_workdir != workdir:
-        return result
-    note = f"{workdir} (a copy of {captured}) was removed after grading"
-    details = {**result.details, "eval_workdir_removed": True}
-    return attrs.evolve(result, notes=(*result.notes, note), details=details)

@@ -385,8 +385,8 @@ def run_command(
         _print_plan(Driver(config, run_dir).preview(), tasks_path=config.tasks_path)
         return
     stop_signals_as_interrupt()
-    runner = Driver(config, run_dir, progress=_progress())
-    with print_warnings():
+    with print_warnings():  # a plugin may warn as its components are resolved
+        runner = Driver(config, run_dir, progress=_progress())
         summary = runner.run()
     for problem in runner.observer_errors:
         typer.echo(f"warning: {printable(problem, multiline=True)}", err=True)

@@ -1,6 +1,6 @@
 """The generation loop's steps: plan a generation, give its attempts notes, distil it.
 
-The driver (:mod:`ksi.runs.driver`) runs generation after generation:
+The loop (:mod:`ksi.generations.loop`) runs generation after generation:
 
 1. **plan**: the strategy (``--strategy``) picks the tasks from each task's
    best score so far (:class:`~ksi.knowledge.models.PlanRequest`); hold-outs
@@ -9,7 +9,8 @@ The driver (:mod:`ksi.runs.driver`) runs generation after generation:
 2. **attempts**: generation ``g``'s attempts are numbered
    ``(g-1)*attempts+1 .. g*attempts`` (so ``attempts/<task>/<n>/`` stays the
    layout), each with ``KNOWLEDGE.md`` beside ``repo/`` rendered from the
-   newest notes stored at or before ``g-1`` (:func:`knowledge_for`);
+   newest notes stored at or before ``g-1`` (:func:`knowledge_for`); only
+   what the journal lacks runs (:func:`missing_attempts`);
 3. **distil**: the distiller turns the generation's scored attempts into
    notes, stored in ``knowledge/<g>/``; a ``distilled`` event closes the
    generation. A distiller that fails falls back to ``evidence`` notes.
@@ -26,6 +27,7 @@ from typing import Any
 
 import attrs
 
+from ksi.attempt.diskfull import reruns_on_resume
 from ksi.attempt.job import ContextFile
 from ksi.generations.evidence import build_evidence, scored
 from ksi.generations.evidence_distiller import evidence_notes
@@ -37,9 +39,10 @@ from ksi.knowledge.store import (
     read_knowledge,
     write_knowledge,
 )
-from ksi.models import Usage, is_solved
+from ksi.models import TaskSpec, Usage, is_solved
 from ksi.records import AttemptRecord, KnowledgeRef, now
 from ksi.rundir.config import RunConfig
+from ksi.rundir.journal import latest_by_attempt
 
 #: Where a distiller works (``distill/<generation>/``), kept for inspection.
 DISTILL_DIR = "distill"
@@ -57,6 +60,47 @@ def attempt_numbers(generation: int, attempts: int) -> range:
 def generation_of(attempt: int, attempts: int) -> int:
     """The generation an attempt number belongs to."""
     return (attempt - 1) // attempts + 1
+
+
+@attrs.frozen
+class PlannedAttempt:
+    """One try the journal lacks: a new attempt (``try_number`` 0) or another try of one."""
+
+    task: TaskSpec
+    attempt: int
+    try_number: int = 0
+
+
+def may_retry(record: AttemptRecord, retries: int) -> bool:
+    """Another try may change ``record`` (unscored, an error...), and ``--retries`` allows one."""
+    return record.retryable and record.try_number < retries
+
+
+def _auth_failed(record: AttemptRecord) -> bool:
+    """The agent could not authenticate: no fault of the attempt, so a resume (after the
+    key is fixed) runs it again, ``--retries`` or not; within one session it is not retried."""
+    return record.agent_status == "auth_error"
+
+
+def missing_attempts(
+    tasks: Sequence[TaskSpec],
+    records: list[AttemptRecord],
+    generation: int,
+    *,
+    attempts: int,
+    retries: int,
+) -> list[PlannedAttempt]:
+    """What is missing of ``generation`` for ``tasks`` (its attempt numbers only)."""
+    latest = latest_by_attempt(records)
+    plan = []
+    for task in tasks:
+        for n in attempt_numbers(generation, attempts):
+            rec = latest.get((task.id, n))
+            if rec is None:
+                plan.append(PlannedAttempt(task, n, 0))
+            elif may_retry(rec, retries) or reruns_on_resume(rec) or _auth_failed(rec):
+                plan.append(PlannedAttempt(task, n, rec.try_number + 1))
+    return plan
 
 
 def task_states(

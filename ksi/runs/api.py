@@ -15,9 +15,9 @@ from ksi.attempt.components import spec_name
 from ksi.errors import UserInputError
 from ksi.models import TaskSpec
 from ksi.records import RunSummary
+from ksi.rundir.config import RunConfig
 from ksi.runs.driver import Driver
 from ksi.runs.progress import Progress
-from ksi.rundir.config import RunConfig
 
 
 def default_run_dir(runs_root: str | Path = "runs", run_name: str | None = None) -> Path:

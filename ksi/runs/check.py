@@ -22,8 +22,8 @@ from ksi.options import create_component
 from ksi.plugins import registry
 from ksi.records import RunSummary, is_solved
 from ksi.reporting.attention import capture_changes
-from ksi.runs.driver import Driver
 from ksi.rundir.config import RunConfig
+from ksi.runs.driver import Driver
 from ksi.tasks.loaders import get_task_source
 from ksi.tasks.selection import TaskSelection
 

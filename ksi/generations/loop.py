@@ -1,0 +1,214 @@
+"""The generation loop: plan, attempts, distil, generation after generation.
+
+A run of one generation is a plain run: every task, ``--attempts`` each,
+nothing distilled. With ``--generations N`` each generation follows the
+steps of :mod:`ksi.generations.steps`, and ``generations.jsonl``
+(:mod:`ksi.generations.phases`) records where the loop stands, so a resume
+picks up at the step it was killed in and never asks the strategy twice.
+
+The loop decides *what* runs; the run it belongs to (:class:`GenerationHost`,
+the driver's session) runs the attempts, keeps the journal and the budget,
+and tells the observers. A stop (``--max-cost``, a full disk, an auth error)
+ends the loop before the distillation of an unfinished generation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+from ksi.generations.phases import PhaseEvent, Phases, append_phase
+from ksi.generations.setup import GenerationParts, plan_tasks, store_seed
+from ksi.generations.steps import (
+    DistillationFailed,
+    PlannedAttempt,
+    distill,
+    knowledge_for,
+    missing_attempts,
+    needs_distillation,
+    task_states,
+)
+from ksi.knowledge.models import Knowledge, PlanRequest
+from ksi.knowledge.render import IndexedNotes
+from ksi.knowledge.store import read_knowledge
+from ksi.models import TaskSpec
+from ksi.records import AttemptRecord
+from ksi.rundir.config import RunConfig
+
+
+class GenerationHost(Protocol):
+    """The run a :class:`GenerationLoop` drives (the driver's session)."""
+
+    def records(self) -> list[AttemptRecord]:
+        """Every record in the journal now."""
+
+    def count_attempts(self, total: int, already_done: int) -> None:
+        """A generation's ``total`` attempts join the run's count (and its progress)."""
+
+    def run_attempts(self, plan: Sequence[PlannedAttempt], notes: IndexedNotes | None) -> None:
+        """Run ``plan``, each attempt with ``KNOWLEDGE.md`` from ``notes``; journal them."""
+
+    def stopped(self) -> bool:
+        """The run launches no more attempts (``--max-cost``, a full disk, an auth error)."""
+
+    def over_budget(self) -> bool:
+        """The reported spend reached ``--max-cost`` (which stops the run)."""
+
+    def observe(self, hook: str, **kwargs: Any) -> None:
+        """Call the observers' ``hook`` (the run's info is added)."""
+
+    def warn(self, message: str) -> None:
+        """Something the user must hear at the end of the run."""
+
+    def add_spend(self, usd: float) -> None:
+        """A distillation's reported cost, which counts toward ``--max-cost``."""
+
+
+class GenerationLoop:
+    """The generations of one session of a run (see the module docstring)."""
+
+    def __init__(
+        self,
+        config: RunConfig,
+        run_dir: Path,
+        tasks: Sequence[TaskSpec],
+        parts: GenerationParts,
+        host: GenerationHost,
+        *,
+        agent_env: Mapping[str, str],
+    ) -> None:
+        self._config = config
+        self._root = run_dir
+        self._parts = parts
+        self._host = host
+        #: What an ``agent`` distiller's CLI may see (the attempts' scrubbed environment).
+        self._agent_env = agent_env
+        self._by_id = {t.id: t for t in tasks}
+        held = set(config.holdout_task_ids or ())
+        self._holdouts = tuple(t for t in self._by_id if t in held)
+        self._learning = tuple(t for t in self._by_id if t not in set(self._holdouts))
+
+    def run(self) -> bool:
+        """Run the generations still to run; True when the run is complete.
+
+        Each generation is planned (or its recorded plan read back), its missing
+        attempts run, then it is distilled; a stop (``--max-cost``, a full disk)
+        ends the loop before the distillation of an unfinished generation.
+        """
+        cfg, root, host = self._config, self._root, self._host
+        if self._parts.seed is not None and not (root / "knowledge" / "0").exists():
+            store_seed(root, self._parts.seed)
+        records = host.records()
+        for generation in range(1, cfg.generations + 1):
+            phases = Phases.read(root)
+            event = phases.started.get(generation)
+            if event is None:
+                if generation == 1 and (
+                    cfg.generations == 1 or any(r.generation == 1 for r in records)
+                ):
+                    # A plain run (or one that started as one): every task, as always.
+                    planned = self._learning
+                else:
+                    states = task_states(records, self._learning, cfg.solved_threshold)
+                    request = PlanRequest(generation, states, cfg.attempts, cfg.solved_threshold)
+                    planned = plan_tasks(
+                        self._parts.strategy, self._parts.strategy_name, request, self._learning
+                    )
+                    if not planned:
+                        return True  # the strategy has nothing left to run
+                    if host.stopped() or host.over_budget():
+                        return False
+                event, notes = self._start(generation, planned)
+            else:  # resumed: the notes the generation started with, whatever came since
+                source = event.knowledge_from
+                notes = read_knowledge(root, source) if source is not None else None
+            gen_tasks = [self._by_id[t] for t in event.task_ids if t in self._by_id]
+            plan = self._missing(gen_tasks, records, generation)
+            total = len(gen_tasks) * cfg.attempts
+            host.count_attempts(total, total - len(plan))
+            done = phases.distilled.get(generation)
+            if done is not None and not plan:
+                continue  # finished in an earlier session: observers heard of it then
+            host.observe("ksi_generation_started", generation=generation, task_ids=event.task_ids)
+            if plan and not host.over_budget():
+                host.run_attempts(plan, self._indexed(notes))
+            records = host.records()
+            if self._missing(gen_tasks, records, generation):
+                return False  # stopped (--max-cost, a full disk) before the generation ended
+            if done is None and not needs_distillation(generation, cfg) and host.over_budget():
+                return False  # a distillation may spend too: not past --max-cost
+            knowledge = self._distill(generation, records, done)
+            host.observe("ksi_generation_finished", generation=generation, knowledge=knowledge)
+        return True
+
+    def _start(
+        self, generation: int, planned: Sequence[str]
+    ) -> tuple[PhaseEvent, Knowledge | None]:
+        """Record that ``generation`` starts with ``planned`` (and the hold-outs), and
+        which notes its attempts get."""
+        cfg, root = self._config, self._root
+        notes = knowledge_for(root, generation, cfg)
+        event = PhaseEvent(
+            "started",
+            generation,
+            task_ids=(*planned, *self._holdouts),
+            holdout_task_ids=self._holdouts,
+            knowledge_from=None if notes is None else notes.generation,
+        )
+        if cfg.generations > 1:  # a plain run keeps its plain layout
+            append_phase(root, event)
+        return event, notes
+
+    def _indexed(self, notes: Knowledge | None) -> IndexedNotes | None:
+        """``notes`` ready to render per task (hold-outs get only the shared ones)."""
+        if notes is None:
+            return None
+        return IndexedNotes.of(notes, withheld=self._config.holdout_task_ids or ())
+
+    def _missing(
+        self, tasks: Sequence[TaskSpec], records: list[AttemptRecord], generation: int
+    ) -> list[PlannedAttempt]:
+        cfg = self._config
+        return missing_attempts(
+            tasks, records, generation, attempts=cfg.attempts, retries=cfg.retries
+        )
+
+    def _distill(
+        self, generation: int, records: list[AttemptRecord], done: PhaseEvent | None
+    ) -> Knowledge | None:
+        """Distil ``generation`` unless ``done`` (its ``distilled`` event) says it was."""
+        root, cfg = self._root, self._config
+        if done is not None:
+            return read_knowledge(root, generation)
+        skipped = needs_distillation(generation, cfg)
+        if skipped:
+            if cfg.generations > 1:
+                append_phase(root, PhaseEvent("distilled", generation, skipped=skipped))
+            return None
+        try:
+            knowledge = distill(
+                run_dir=root,
+                generation=generation,
+                records=records,
+                prompts={t: task.prompt for t, task in self._by_id.items()},
+                config=cfg,
+                distiller=self._parts.distiller,
+                distiller_name=self._parts.distiller_name,
+                agent_env=self._agent_env,
+            )
+        except DistillationFailed as exc:
+            self._host.warn(str(exc))
+            append_phase(root, PhaseEvent("distilled", generation, skipped=str(exc)))
+            return None
+        if knowledge.fallback:
+            self._host.warn(f"generation {generation}: {knowledge.fallback}")
+        append_phase(
+            root,
+            PhaseEvent(
+                "distilled", generation, distiller=knowledge.distiller, fallback=knowledge.fallback
+            ),
+        )
+        if knowledge.usage.cost_usd is not None:
+            self._host.add_spend(float(knowledge.usage.cost_usd))
+        return knowledge

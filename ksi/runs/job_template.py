@@ -1,0 +1,103 @@
+"""Turning a planned try into an :class:`~ksi.attempt.job.AttemptJob`.
+
+What every job of a session shares (run and session ids, component specs,
+settings, the scrubbed environments) is built once; a job is that with its
+task, numbers and the notes its generation gets.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import attrs
+
+from ksi.attempt.components import Components
+from ksi.attempt.envscrub import agent_optional_env, scrubbed_env
+from ksi.attempt.job import AttemptJob, AttemptSettings, ComponentSpec
+from ksi.generations.steps import context_for, generation_of
+from ksi.knowledge.render import IndexedNotes
+from ksi.models import TaskSpec
+from ksi.rundir.config import RunConfig
+
+
+@attrs.frozen
+class ComponentSpecs:
+    """The three attempt components as a job carries them (names or objects, with options)."""
+
+    agent: ComponentSpec
+    environment: ComponentSpec
+    evaluator: ComponentSpec
+
+
+@attrs.frozen
+class JobTemplate:
+    """What every job of this session shares; :meth:`job` fills in one try."""
+
+    base: AttemptJob
+    attempts: int
+    knowledge_budget_bytes: int
+    #: The notes the current generation's attempts get (None: none).
+    notes: IndexedNotes | None = None
+
+    @classmethod
+    def for_session(
+        cls,
+        config: RunConfig,
+        *,
+        specs: ComponentSpecs,
+        parts: Components,
+        run_id: str,
+        session_id: str,
+        run_dir: Path,
+    ) -> JobTemplate:
+        cfg, agent = config, parts.agent
+        # Scrubbed once, here: the job carries the values, never the host environment.
+        agent_env = scrubbed_env(
+            required=agent.required_env,
+            optional=agent_optional_env(agent, cfg.model),
+            passthrough=cfg.agent_env,
+        )
+        run_tag = {"KSI_RUN_ID": run_id}  # lets cleanup find this run's processes
+        eval_env = scrubbed_env(required=(), optional=(), passthrough=cfg.eval_env)
+        base = AttemptJob(
+            run_id=run_id,
+            session_id=session_id,
+            run_dir=str(run_dir),
+            task=TaskSpec(id=""),
+            attempt=0,
+            try_number=0,
+            agent=specs.agent,
+            environment=specs.environment,
+            evaluator=specs.evaluator,
+            settings=AttemptSettings(
+                model=cfg.model,
+                timeout_sec=cfg.timeout_sec,
+                log_cap_bytes=cfg.log_cap_bytes,
+                capture_max_file_bytes=cfg.capture_max_file_bytes,
+                protect=tuple(cfg.protect),
+                wipe_workspace=cfg.wipe_workspace,
+                eval_in=cfg.eval_in,
+                eval_isolation=parts.eval_isolation,
+                eval_env=tuple(cfg.eval_env),
+            ),
+            agent_env={**agent_env, **run_tag},
+            eval_env={**eval_env, **run_tag},
+        )
+        return cls(base, cfg.attempts, cfg.knowledge_budget_bytes)
+
+    def with_notes(self, notes: IndexedNotes | None) -> JobTemplate:
+        """The template of a generation whose attempts get ``notes``."""
+        return attrs.evolve(self, notes=notes)
+
+    def job(self, task: TaskSpec, attempt: int, try_number: int) -> AttemptJob:
+        # Rendered per job, not per generation up front: 10,000 tasks' notes are not kept.
+        files, ref = context_for(self.notes, task.id, self.knowledge_budget_bytes)
+        return attrs.evolve(
+            self.base,
+            task=task,
+            attempt=attempt,
+            try_number=try_number,
+            generation=generation_of(attempt, self.attempts),
+            context_files=files,
+            knowledge=ref,
+        )

@@ -1,0 +1,214 @@
+"""Which try starts next: planned attempts, then retries once their backoff is over.
+
+One :class:`Scheduler` runs one generation's missing attempts through the
+executor, never more than ``--concurrency`` at a time. A try that may be
+retried (``--retries``) comes back as a new ``try_number``, at once or, for
+a rate limit or an overloaded model, after an exponential backoff with
+jitter; retries waiting out their backoff sit in a heap ordered by when
+they are ready. The scheduler writes nothing itself: the session it
+reports to (:class:`Bookkeeper`) clears attempt directories, settles
+outcomes into records and journals them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import heapq
+import itertools
+import random
+import time
+from collections.abc import Iterator, Sequence
+from typing import Protocol
+
+import attrs
+
+from ksi.attempt.diskfull import wipe_after_disk_full
+from ksi.attempt.execute import RETRYABLE_AGENT_STATUSES
+from ksi.attempt.job import AttemptJob, JobOutcome
+from ksi.generations.steps import PlannedAttempt, may_retry
+from ksi.interfaces import Executor
+from ksi.records import AttemptRecord, is_solved
+from ksi.runs.job_template import JobTemplate
+from ksi.runs.progress import Progress
+from ksi.runs.stops import RunStops
+
+BACKOFF_BASE_SEC = 2.0
+BACKOFF_MAX_SEC = 120.0
+
+
+def backoff_sec(record: AttemptRecord, try_number: int) -> float:
+    """How long the next try of ``record`` waits: a rate limit or an overloaded model backs
+    off exponentially (with jitter, so many attempts do not return at once); others do not."""
+    if record.agent_status not in RETRYABLE_AGENT_STATUSES:
+        return 0.0
+    delay: float = min(BACKOFF_MAX_SEC, BACKOFF_BASE_SEC * 2**try_number)
+    return delay * (0.5 + random.random())
+
+
+class Bookkeeper(Protocol):
+    """What the scheduler hands its jobs and outcomes to (the run's session)."""
+
+    def prepare(self, job: AttemptJob) -> None:
+        """Make the run directory ready for ``job`` (before it is submitted)."""
+
+    def settle(self, outcome: JobOutcome) -> AttemptRecord:
+        """The record of a finished try, and what it stops (nothing written yet)."""
+
+    def record(self, record: AttemptRecord) -> None:
+        """Journal ``record`` and tell the observers."""
+
+
+@attrs.frozen(order=True)
+class _Retry:
+    """A retry waiting out its backoff, in the order it becomes ready."""
+
+    ready_at: float
+    sequence: int
+    job: AttemptJob = attrs.field(eq=False, order=False)
+    #: The try it follows: what stands if the run stops before it starts.
+    previous: AttemptRecord = attrs.field(eq=False, order=False)
+
+
+class Scheduler:
+    """Runs one plan of tries through an executor (see the module docstring)."""
+
+    def __init__(
+        self,
+        plan: Sequence[PlannedAttempt],
+        *,
+        executor: Executor,
+        concurrency: int,
+        retries: int,
+        jobs: JobTemplate,
+        books: Bookkeeper,
+        stops: RunStops,
+        progress: Progress,
+        solved_threshold: float,
+    ) -> None:
+        self._executor = executor
+        self._window = concurrency
+        self._retries = retries
+        self._jobs = jobs
+        self._books = books
+        self._stops = stops
+        self._progress = progress
+        self._solved_threshold = solved_threshold
+        self._planned: Iterator[PlannedAttempt] = iter(plan)
+        self._next: PlannedAttempt | None = next(self._planned, None)
+        #: Retries waiting out their backoff (a heap).
+        self._waiting: list[_Retry] = []
+        self._sequence = itertools.count()
+        self._inflight = 0
+
+    def run(self) -> None:
+        """Until every try of the plan (and its retries) is journalled, or the run stops."""
+        executor = self._executor
+        executor.start(self._window)
+        try:
+            while True:
+                for _ in range(self._submit_ready()):
+                    self._progress.attempt_started()
+                if self._stops.stopping:
+                    self._drop_retries()
+                if self._inflight == 0 and not self._waiting:
+                    return
+                timeout = (
+                    max(0.0, self._waiting[0].ready_at - time.monotonic())
+                    if self._waiting
+                    else None
+                )
+                if self._inflight == 0 and timeout is not None:
+                    time.sleep(timeout)  # only retries waiting out their backoff
+                    continue
+                for outcome in executor.as_completed(timeout):
+                    self._inflight -= 1
+                    record = self._books.settle(outcome)
+                    # The next attempt starts before this record is journalled: a worker
+                    # does not wait for the journal's fsync. What stops the run (a full
+                    # disk, --max-cost, an auth error) was decided from the record above;
+                    # the record is still durable before anyone hears of it.
+                    try:
+                        launched = self._submit_ready()
+                    except BaseException:
+                        self._journal(outcome.job, record)  # journalled whatever stops us
+                        raise
+                    retry = self._journal(outcome.job, record)
+                    # Counted after the finish: "running" never exceeds the window.
+                    for _ in range(launched):
+                        self._progress.attempt_started()
+                    if retry is not None:
+                        heapq.heappush(self._waiting, retry)
+                    if self._can_submit():
+                        break
+        except BaseException as exc:
+            if isinstance(exc, KeyboardInterrupt):
+                self._stops.interrupted = True
+            self._abandon()
+            raise
+        finally:
+            with contextlib.suppress(Exception):
+                executor.shutdown()
+
+    def _retry_ready(self) -> bool:
+        return bool(self._waiting) and self._waiting[0].ready_at <= time.monotonic()
+
+    def _can_submit(self) -> bool:
+        if self._stops.stopping or self._inflight >= self._window:
+            return False
+        return self._retry_ready() or self._next is not None
+
+    def _submit_ready(self) -> int:
+        """Submit what may start now; return how many planned (not retried) jobs."""
+        launched = 0
+        while self._can_submit():
+            if self._retry_ready():
+                job = heapq.heappop(self._waiting).job
+            else:
+                assert self._next is not None
+                item, self._next = self._next, next(self._planned, None)
+                job = self._jobs.job(item.task, item.attempt, item.try_number)
+                launched += 1
+            self._books.prepare(job)
+            self._executor.submit(job)
+            self._inflight += 1
+        return launched
+
+    def _drop_retries(self) -> None:
+        """After a stop: no retry starts (its last try stands), and what was never
+        launched is listed for the auth-error message."""
+        for retry in self._waiting:
+            self._finished(retry.previous)
+        self._waiting.clear()
+        if self._stops.auth_failures:  # for the message: what the stop left out
+            while self._next is not None:
+                self._stops.not_started.append(self._next.task.id)
+                self._next = next(self._planned, None)
+
+    def _journal(self, job: AttemptJob, record: AttemptRecord) -> _Retry | None:
+        """Journal one settled try; return its retry when it is to be retried."""
+        self._books.record(record)
+        if may_retry(record, self._retries) and not self._stops.stopping:
+            ready_at = time.monotonic() + backoff_sec(record, job.try_number)
+            retry = self._jobs.job(job.task, job.attempt, job.try_number + 1)
+            return _Retry(ready_at, next(self._sequence), retry, record)
+        self._finished(record)
+        return None
+
+    def _finished(self, record: AttemptRecord) -> None:
+        """The last try of a (task, attempt): one step of the progress bar."""
+        self._progress.attempt_finished(record, is_solved(record.score, self._solved_threshold))
+
+    def _abandon(self) -> None:
+        """Teardown: stop launching, kill running attempts and wait until none is left.
+
+        Attempts killed by the driver are not results: their outcomes are
+        dropped (a resume runs them again). No attempt may outlive the run:
+        one still starting would launch its agent after the kill.
+        """
+        self._stops.stopping = True
+        with contextlib.suppress(Exception):
+            self._executor.cancel()
+        with contextlib.suppress(Exception):
+            for outcome in self._executor.as_completed():
+                if self._stops.disk.happened:  # the filler goes; the logs stay
+                    wipe_after_disk_full(outcome.job.attempt_dir())

@@ -1,0 +1,210 @@
+"""One session of a run: from its opened run directory to its summary.
+
+A session is one ``ksi run`` (or ``ksi.run()``) on a run directory: a new
+run or a resume. It holds what only the driver may touch: the journal (one
+durable line per finished try), the observers, the budget and the other
+stops (:mod:`ksi.runs.stops`), the progress display and the warnings the
+user hears at the end. The generation loop (:mod:`ksi.generations.loop`)
+asks it to run attempts; each batch goes through a
+:class:`~ksi.runs.scheduler.Scheduler`, which reports every outcome back here.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import attrs
+
+from ksi.attempt.components import component_name
+from ksi.attempt.diskfull import DiskFullError, DiskFullWatch, save_unless_disk_full
+from ksi.attempt.job import AttemptJob, JobOutcome
+from ksi.generations.setup import distillation_spend, grow_progress
+from ksi.generations.steps import PlannedAttempt
+from ksi.knowledge.render import IndexedNotes
+from ksi.layout import RunLayout, clear_attempt_dir
+from ksi.plugins import get_plugins
+from ksi.records import AttemptRecord, RunInfo, RunSummary, Timings, is_solved, now
+from ksi.reporting.summary import summarize_run
+from ksi.rundir.config import RunConfig
+from ksi.rundir.journal import Journal, latest_by_attempt, spending_records
+from ksi.rundir.run_state import RunState
+from ksi.runs.job_template import JobTemplate
+from ksi.runs.progress import Progress
+from ksi.runs.scheduler import Scheduler
+from ksi.runs.setup import ResolvedRun
+from ksi.runs.stops import RunStops
+from ksi.serialization import to_data
+
+
+class RunSession:
+    """The driver's side of one session (see the module docstring)."""
+
+    def __init__(
+        self,
+        config: RunConfig,
+        layout: RunLayout,
+        run: ResolvedRun,
+        state: RunState,
+        *,
+        session_id: str,
+        progress: Progress,
+        observer_errors: list[str],
+    ) -> None:
+        self.config = config
+        self.layout = layout
+        self.resolved = run
+        self.state = state
+        self.progress = progress
+        #: What observers raised (``ksi run`` prints them; a run never fails for them).
+        self.observer_errors = observer_errors
+        self.journal = Journal(layout.journal)
+        records = self.journal.contents.records
+        spent = sum(float(r.usage.cost_usd or 0.0) for r in spending_records(list(records)))
+        self.stops = RunStops(
+            max_cost_usd=config.max_cost_usd,
+            fail_fast_auth=config.fail_fast_auth,
+            disk=DiskFullWatch(layout.root),
+            spent_usd=spent + distillation_spend(layout.root),
+        )
+        self.info = RunInfo(
+            run_id=state.run_id,
+            run_dir=layout.root,
+            config=state.config,
+            task_ids=tuple(t.id for t in run.tasks),
+            attempts_per_task=config.attempts,
+        )
+        self.jobs = JobTemplate.for_session(
+            config,
+            specs=run.specs,
+            parts=run.parts,
+            run_id=state.run_id,
+            session_id=session_id,
+            run_dir=layout.root,
+        )
+        #: The attempts of the generations this session ran or found done (for Ctrl-C's message).
+        self.total = 0
+        #: What this session did that the user must hear (an attempt directory kept aside...).
+        self.warnings: list[str] = []
+        self._progress_started = False
+
+    # -- what the generation loop asks -------------------------------------------------
+    def records(self) -> list[AttemptRecord]:
+        return self.journal.records()
+
+    def count_attempts(self, total: int, already_done: int) -> None:
+        self.total += total
+        if self._progress_started:
+            grow_progress(self.progress, total, already_done)
+            return
+        threshold = self.config.solved_threshold
+        # Tasks the journal already shows solved: a resume's progress starts from them.
+        solved = {r.task_id for r in self.journal.records() if is_solved(r.score, threshold)}
+        self.progress.start(total, already_done, solved, n_tasks=len(self.resolved.tasks))
+        self._progress_started = True
+
+    def run_attempts(self, plan: Sequence[PlannedAttempt], notes: IndexedNotes | None) -> None:
+        cfg = self.config
+        Scheduler(
+            plan,
+            executor=self.resolved.executor,
+            concurrency=cfg.concurrency,
+            retries=cfg.retries,
+            jobs=self.jobs.with_notes(notes),
+            books=self,
+            stops=self.stops,
+            progress=self.progress,
+            solved_threshold=cfg.solved_threshold,
+        ).run()
+
+    def stopped(self) -> bool:
+        return self.stops.stopping
+
+    def over_budget(self) -> bool:
+        return self.stops.over_budget()
+
+    def observe(self, hook: str, **kwargs: Any) -> None:
+        self.observer_errors.extend(get_plugins().call_observers(hook, run=self.info, **kwargs))
+
+    def warn(self, message: str) -> None:
+        self.warnings.append(message)
+
+    def add_spend(self, usd: float) -> None:
+        self.stops.spent_usd += usd
+
+    # -- what the scheduler hands over ---------------------------------------------------
+    def prepare(self, job: AttemptJob) -> None:
+        """Before a job runs: the run directory is still there, and its attempt directory
+        is free (a finished attempt whose journal line is unreadable is kept aside)."""
+        self.journal.check_present()  # a deleted run directory stops the run
+        kept_aside = clear_attempt_dir(job.attempt_dir())
+        if kept_aside is not None:
+            self.warnings.append(kept_aside)
+
+    def settle(self, outcome: JobOutcome) -> AttemptRecord:
+        """The record of one finished try, and what it stops (before anything is written).
+
+        A full disk, the spend reaching ``--max-cost`` and an auth error (with
+        fail-fast) stop new launches; deciding that from the record alone lets
+        the next attempt start while this one is journalled.
+        """
+        record = outcome.record
+        if record is None:  # the executor could not run it (a worker died...)
+            record = self._error_record(
+                outcome.job, outcome.error or "the executor returned no record", outcome.error_kind
+            )
+        self.stops.settle(record)
+        return record
+
+    def record(self, record: AttemptRecord) -> None:
+        try:
+            self.journal.append(record)
+        except DiskFullError as exc:  # noted before the teardown, which then wipes workspaces
+            self.stops.note_full_disk(exc.__cause__, journal_failed=True)
+            raise
+        self.observe("ksi_attempt_finished", record=record)
+
+    def _error_record(self, job: AttemptJob, error: str, error_kind: str = "") -> AttemptRecord:
+        parts = self.resolved.parts
+        return AttemptRecord(
+            task_id=job.task.id,
+            attempt=job.attempt,
+            try_number=job.try_number,
+            status="error",
+            score=None,
+            agent=component_name(parts.agent),
+            evaluator=component_name(parts.evaluator),
+            environment=component_name(parts.environment),
+            model=job.settings.model,
+            error=error,
+            error_kind=error_kind,
+            attempt_dir=os.path.relpath(job.attempt_dir(), job.run_dir),
+            timings=Timings(),
+            finished_at=now(),
+            retryable=True,
+        )
+
+    # -- the end -------------------------------------------------------------------------
+    def finish(self, *, loop_complete: bool) -> RunSummary:
+        """``run.json`` closed for this session, the summary, and ``ksi_run_finished``."""
+        # Complete when the loop finished (a budget reached by the last attempt stopped
+        # nothing) and no task of the run this session left out (--task-id...) lacks
+        # an attempt of generation 1.
+        journal = self.journal.current()  # read back from memory: it was closed just now
+        latest = latest_by_attempt(list(journal.records))
+        session = {t.id for t in self.resolved.tasks}
+        missing_elsewhere = any(
+            (task_id, n) not in latest
+            for task_id in self.state.task_ids
+            if task_id not in session
+            for n in range(1, self.config.attempts + 1)
+        )
+        complete = not self.stops.interrupted and loop_complete and not missing_elsewhere
+        finished = self.state.finished_session(complete=complete, stopped_reason=self.stops.reason)
+        if not save_unless_disk_full(self.layout.run_json, to_data(finished)):
+            self.stops.note_full_disk()
+        summary = summarize_run(self.layout.root, journal=journal)
+        summary = attrs.evolve(summary, warnings=(*summary.warnings, *self.warnings))
+        self.observe("ksi_run_finished", summary=summary)
+        return summary

@@ -1,0 +1,203 @@
+"""Getting a run ready: what it is made of, the checks before it starts, its ``run.json``.
+
+Everything a run needs is resolved before anything is created (the tasks
+loaded and selected, the components and the executor resolved with their
+options, the generation parts), so a run that cannot start leaves nothing
+behind and its error says which option to fix. Only then is the run
+directory opened: a new ``run.json``, or a resume checked against the run it
+continues.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import uuid
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from ksi._version import __version__
+from ksi.attempt.components import (
+    Components,
+    component_name,
+    resolve_components,
+    resolve_executor,
+)
+from ksi.attempt.diskfull import disk_full_as_error
+from ksi.attempt.envscrub import missing_required
+from ksi.attempt.job import ComponentSpec
+from ksi.attempt.safety import credential_warning, endpoint_warning
+from ksi.errors import KsiWarning, RunError, UserInputError
+from ksi.generations.setup import GenerationParts, resolve_generation_parts
+from ksi.interfaces import Executor, TaskSource
+from ksi.layout import RunLayout
+from ksi.models import TaskSpec
+from ksi.plugins import get_plugins
+from ksi.rundir.config import RunConfig, resume_mismatches, task_set_fingerprint
+from ksi.rundir.run_state import RunState, load_run_state, save_run_state
+from ksi.runs.job_template import ComponentSpecs
+
+
+@attrs.frozen
+class ResolvedRun:
+    """What a run is made of, resolved and checked; nothing of it is created yet."""
+
+    tasks: tuple[TaskSpec, ...]
+    specs: ComponentSpecs
+    parts: Components
+    executor: Executor
+    generations: GenerationParts
+
+
+def resolve_run(
+    config: RunConfig,
+    layout: RunLayout,
+    *,
+    tasks: Sequence[TaskSpec] | None,
+    agent: Any,
+    evaluator: Any,
+    environment: Any,
+) -> ResolvedRun:
+    """Check the configuration, load the tasks, resolve the components; create nothing.
+
+    ``tasks`` (given in Python) replace loading ``config.tasks_path``; the
+    components may be names, classes or ready instances (``ksi.run()`` takes all
+    three), or None for the configuration's.
+    """
+    problems = config.problems()
+    if problems:
+        raise UserInputError("run configuration:\n" + "\n".join(f"  {p}" for p in problems))
+    loaded, source = _load_tasks(config, tasks)
+    # Before anything is created: ids this run directory cannot hold apart, seeds
+    # that would copy the run into itself.
+    layout.check_tasks(loaded, config.tasks_path or "tasks")
+    evaluator_ref = evaluator or config.evaluator
+    if evaluator_ref is None:
+        evaluator_ref = source.default_evaluator if source is not None else "command"
+    specs = ComponentSpecs(
+        ComponentSpec(
+            "agent", agent if agent is not None else config.agent, dict(config.agent_options)
+        ),
+        ComponentSpec(
+            "environment",
+            environment if environment is not None else config.environment,
+            dict(config.environment_options),
+        ),
+        ComponentSpec("evaluator", evaluator_ref, dict(config.evaluator_options)),
+    )
+    generations = resolve_generation_parts(config, loaded, layout.root)
+    parts = resolve_components(
+        specs.agent,
+        specs.environment,
+        specs.evaluator,
+        eval_isolation=config.eval_isolation,
+        eval_in=config.eval_in,
+        eval_env=config.eval_env,
+    )
+    executor: Executor = resolve_executor(config.executor, config.executor_options)
+    return ResolvedRun(tuple(loaded), specs, parts, executor, generations)
+
+
+def _load_tasks(
+    config: RunConfig, given: Sequence[TaskSpec] | None
+) -> tuple[list[TaskSpec], TaskSource | None]:
+    from ksi.tasks.loaders import get_task_source
+
+    source = None
+    if given is not None:
+        tasks = list(given)
+    else:
+        if not config.tasks_path:
+            raise UserInputError("no tasks: give a tasks path (ksi run TASKS_PATH ...)")
+        source = get_task_source(config.task_source, config.task_source_options)
+        tasks = source.load(Path(config.tasks_path))
+    ids = [t.id for t in tasks]
+    dupes = sorted({i for i in ids if ids.count(i) > 1}) if len(set(ids)) != len(ids) else []
+    if dupes:
+        raise UserInputError(f"duplicate task ids: {', '.join(dupes)}")
+    tasks = config.selection.apply(tasks, where=config.tasks_path or "")
+    return tasks, source
+
+
+def preflight(config: RunConfig, run: ResolvedRun) -> None:
+    """What must hold before a real run starts: the agent can attempt every task and
+    finds its credentials; a warning when the environment exposes or cannot reach them."""
+    agent = run.parts.agent
+    problems = list(agent.check_tasks(run.tasks))
+    problems.extend(
+        missing_required(component_name(agent), agent.required_env, passthrough=config.agent_env)
+    )
+    # "One of these keys, or a login file" rules live with the agent.
+    problems.extend(agent.missing_credentials(os.environ))
+    if problems:
+        raise UserInputError("\n".join(problems))
+    exposed = credential_warning(
+        run.parts.environment,
+        agent,
+        model=config.model,
+        agent_env=config.agent_env,
+        host_env=os.environ,
+    )
+    if exposed:
+        warnings.warn(exposed, KsiWarning, stacklevel=2)
+    unreachable = endpoint_warning(run.parts.environment, agent)
+    if unreachable:
+        warnings.warn(unreachable, KsiWarning, stacklevel=2)
+
+
+def open_run_dir(layout: RunLayout, config: RunConfig, run: ResolvedRun) -> tuple[RunState, bool]:
+    """``run.json`` for this session: a new run's, or the resumed run's with this
+    session's settings; True when it resumes a run."""
+    fingerprints = task_set_fingerprint(run.tasks)
+    config_data = attrs.asdict(config)
+    resumed = layout.run_json.exists()
+    if not resumed:
+        layout.check_new_run_dir()
+    if resumed:
+        stored = load_run_state(layout)
+        problems = resume_mismatches(stored, config, fingerprints)
+        if problems:
+            raise RunError(
+                f"{layout.root} holds a different run; refusing to resume it:\n"
+                + "\n".join(f"  {p}" for p in problems)
+                + "\nMore --attempts and new tasks are fine; these are not "
+                "(docs/running.md#resuming)."
+            )
+        # Nothing that defines the experiment changed; the rest (concurrency,
+        # retries, more attempts...) may, and the newest values are recorded.
+        # Tasks new to the run join it; tasks this session leaves out stay in it.
+        added = [t.id for t in run.tasks if t.id not in stored.tasks]
+        state = attrs.evolve(
+            stored,
+            config={**stored.config, **config_data},
+            tasks={**stored.tasks, **fingerprints},
+            task_ids=[*stored.task_ids, *added],
+        )
+    else:
+        state = RunState(
+            run_id=uuid.uuid4().hex[:12],
+            config=config_data,
+            tasks=fingerprints,
+            task_ids=[t.id for t in run.tasks],
+        )
+    # Until this session ends, the run is going again (a kill -9 leaves it so).
+    state = attrs.evolve(state.started_session(), versions=_versions(run.parts))
+    with disk_full_as_error(layout.root, "writing run.json"):
+        save_run_state(layout, state)
+    return state, resumed
+
+
+def _versions(parts: Components) -> dict[str, Any]:
+    plugin_state = get_plugins()
+    plugins = {}
+    for name in sorted(set(parts.plugins)):
+        info = plugin_state.infos.get(name)
+        if info is not None:
+            plugins[name] = {"distribution": info.distribution, "version": info.version}
+        else:
+            plugins[name] = {"distribution": name, "version": ""}
+    return {"ksi": __version__, "python": platform.python_version(), "plugins": plugins}
