@@ -5,16 +5,25 @@ Plugins register *classes* through the ``ksi_register_*`` hooks
 keyword arguments (see :func:`ksi.options.create_component`). Every class
 carries ``name``, ``aliases`` and ``description`` class attributes, used for
 lookup and listings.
+
+A protocol declares every member KSI reads, the optional ones included. Their
+defaults live in one small base class per kind (:class:`AgentBase`,
+:class:`EnvironmentBase`...), which a component may subclass; one that does
+not, and leaves a member out, is completed with the base class's default when
+it is resolved (:func:`ksi.attempt.components.resolve`), so the runner reads
+every member as typed and never asks an object what it can do.
+:mod:`ksi.kinds` ties each kind to its protocol and base class.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, ClassVar, Literal, Protocol, Self, runtime_checkable
 
 import attrs
 
+from ksi.errors import UserInputError
 from ksi.models import EvalResult, Problem, TaskSpec, Usage
 from ksi.proc import ProcResult
 
@@ -28,20 +37,27 @@ ExecResult = ProcResult
 
 __all__ = [
     "Agent",
+    "AgentBase",
     "AgentContext",
     "AgentOutcome",
     "AttemptContext",
     "Distiller",
+    "DistillerBase",
     "Endpoint",
     "Environment",
+    "EnvironmentBase",
     "EnvironmentHandle",
     "Evaluator",
+    "EvaluatorBase",
     "ExecResult",
     "Executor",
+    "ExecutorBase",
     "GivesFeedback",
     "Invocation",
     "Strategy",
+    "StrategyBase",
     "TaskSource",
+    "TaskSourceBase",
     "Usage",
 ]
 
@@ -55,8 +71,9 @@ class TaskSource(Protocol):
     description: ClassVar[str]
     #: Evaluator used when the user names none.
     default_evaluator: ClassVar[str]
-    # Optional: ``file_suffixes: ClassVar[tuple[str, ...]]`` (e.g. ``(".csv",)``), the
-    # files it reads; ``ksi run x.csv`` with another source then names this one.
+    #: Optional: the suffixes of the files it reads (``(".csv",)``); ``ksi run x.csv``
+    #: with another source then names this one.
+    file_suffixes: ClassVar[tuple[str, ...]]
 
     def load(self, path: Path) -> list[TaskSpec]:
         """Every task in ``path``; raise :class:`ksi.errors.TaskLoadError` on any problem."""
@@ -202,12 +219,7 @@ class AttemptContext:
 
 
 class Environment(Protocol):
-    """Where agent processes run.
-
-    An environment that does not isolate may define
-    ``credential_warning(agent, names) -> str``, printed when an agent with
-    credentials runs there (``local`` does).
-    """
+    """Where agent processes run."""
 
     name: ClassVar[str]
     aliases: ClassVar[tuple[str, ...]]
@@ -229,6 +241,24 @@ class Environment(Protocol):
 
     def cleanup(self, run_id: str | None) -> int:
         """Remove leftovers of a run (all runs when ``None``); return how many."""
+        ...
+
+    def credential_warning(self, agent: str, names: Sequence[str]) -> str | None:
+        """Optional: what a user must know when agent ``agent`` gets credentials ``names`` here.
+
+        Asked only when the environment does not isolate (``local`` answers:
+        any process the agent starts can read KSI's own environment); printed
+        as a warning before the first attempt.
+        """
+        ...
+
+    def endpoint_warning(self, agent: str, url: str) -> str | None:
+        """Optional: why the agent's ``base_url`` ``url`` is out of reach from here, or ``None``.
+
+        A container on docker's ``bridge`` network has a loopback of its own,
+        so ``http://127.0.0.1:4000`` there is not the host's port 4000.
+        Asked before the first attempt, when the agent has a ``base_url``.
+        """
         ...
 
 
@@ -272,16 +302,28 @@ class Agent(Protocol):
     description: ClassVar[str]
     #: Host variables the agent cannot run without (checked before a run starts).
     required_env: ClassVar[tuple[str, ...]]
-    #: Host variables passed through when set (base URLs, optional keys). An
-    #: agent may also define ``optional_env_for(host_env, model) -> tuple[str, ...]``
-    #: to pass a provider mode's keys only while that mode is on (see
-    #: :func:`ksi.attempt.envscrub.agent_optional_env`).
+    #: Host variables passed through when set (base URLs, optional keys); see
+    #: :meth:`optional_env_for`.
     optional_env: ClassVar[tuple[str, ...]]
+    #: Variables any one of which authenticates the agent: an authentication
+    #: failure tells the user to check them.
+    credential_env: ClassVar[tuple[str, ...]]
+    #: The model endpoint the user set (a gateway, a local server), ``""`` for the
+    #: provider's own: an environment that cannot reach it warns before the run.
+    base_url: str
 
     def check_tasks(self, tasks: Sequence[TaskSpec]) -> list[str]:
         """Problems that make this agent unable to attempt some tasks, before any run starts.
 
         E.g. ``oracle`` on a task without a solution. Empty when all is well.
+        """
+        ...
+
+    def optional_env_for(self, host_env: Mapping[str, str], model: str | None) -> tuple[str, ...]:
+        """The :attr:`optional_env` names to pass on this host with this model.
+
+        Narrows the list to the provider mode in use (Claude Code passes the
+        AWS keys only with ``CLAUDE_CODE_USE_BEDROCK`` on).
         """
         ...
 
@@ -329,6 +371,16 @@ class Evaluator(Protocol):
 
         Never raises for a problem with the attempt: an ungradeable attempt
         is an :class:`EvalResult` with ``native_score=None`` and a status.
+        """
+        ...
+
+    def for_host_grading(self, *, isolation: str, pass_env: Sequence[str]) -> Self:
+        """This evaluator set up to grade on the host with ``isolation`` and ``pass_env``.
+
+        ``isolation`` is ``"none"`` or ``"sandbox"`` (``--eval-isolation``, decided
+        once per run); ``pass_env`` the host variables the grading command may
+        see (``--eval-env``). Called before a run starts, so a problem with
+        either stops it then (the ``command`` evaluator's does).
         """
         ...
 
@@ -449,3 +501,91 @@ class Distiller(Protocol):
     def distill(self, request: DistillRequest) -> DistillResult:
         """The notes for generation ``request.generation + 1`` onwards."""
         ...
+
+
+# -- the defaults of the optional members --------------------------------------
+#
+# One small base class per kind. A component may subclass it (the built-ins
+# do) and then only writes what differs; ``ksi.kinds`` reads the optional
+# members off these classes, so adding a default here makes that member
+# optional everywhere.
+
+
+class _Listed:
+    """What every kind's listings read besides the required ``name``."""
+
+    name: ClassVar[str]
+    aliases: ClassVar[tuple[str, ...]] = ()
+    description: ClassVar[str] = ""
+
+
+class TaskSourceBase(_Listed):
+    """Defaults of :class:`TaskSource`'s optional members: no file suffixes of its own."""
+
+    file_suffixes: ClassVar[tuple[str, ...]] = ()
+
+
+class EvaluatorBase(_Listed):
+    """Defaults of :class:`Evaluator`'s optional members: grades on the host, as it is."""
+
+    grades_in: ClassVar[Literal["host", "environment"]] = "host"
+
+    def for_host_grading(self, *, isolation: str, pass_env: Sequence[str]) -> Self:
+        """Itself: an evaluator that runs no command of KSI's takes no host variables."""
+        if pass_env:
+            raise UserInputError(
+                f"--eval-env: evaluator {self.name!r} does not take host variables from KSI; "
+                "drop --eval-env (or see that evaluator's own options)"
+            )
+        return self
+
+
+class AgentBase(_Listed):
+    """Defaults of :class:`Agent`'s optional members: an agent that needs nothing of the host."""
+
+    required_env: ClassVar[tuple[str, ...]] = ()
+    optional_env: ClassVar[tuple[str, ...]] = ()
+    credential_env: ClassVar[tuple[str, ...]] = ()
+    base_url: str = ""
+
+    def check_tasks(self, tasks: Sequence[TaskSpec]) -> list[str]:
+        """No task it cannot attempt."""
+        return []
+
+    def missing_credentials(self, env: Mapping[str, str]) -> list[str]:
+        """Nothing missing (its ``required_env`` is checked apart)."""
+        return []
+
+    def optional_env_for(self, host_env: Mapping[str, str], model: str | None) -> tuple[str, ...]:
+        """The whole :attr:`optional_env`, whatever the host and model."""
+        return tuple(self.optional_env)
+
+
+class EnvironmentBase(_Listed):
+    """Defaults of :class:`Environment`'s optional members: isolating, nothing to warn about.
+
+    Taken as isolating when it does not say: its host grades are then
+    isolated too, the safe side.
+    """
+
+    isolates_agent: ClassVar[bool] = True
+
+    def credential_warning(self, agent: str, names: Sequence[str]) -> str | None:
+        """No warning."""
+        return None
+
+    def endpoint_warning(self, agent: str, url: str) -> str | None:
+        """No warning: every URL the host reaches is reachable."""
+        return None
+
+
+class ExecutorBase(_Listed):
+    """Defaults of :class:`Executor`'s optional members (its listing's)."""
+
+
+class StrategyBase(_Listed):
+    """Defaults of :class:`Strategy`'s optional members (its listing's)."""
+
+
+class DistillerBase(_Listed):
+    """Defaults of :class:`Distiller`'s optional members (its listing's)."""

@@ -16,7 +16,7 @@ import attrs
 
 from ksi.errors import UserInputError
 from ksi.hookspecs import Register, hookimpl
-from ksi.interfaces import AgentContext, AgentOutcome, Endpoint, ExecResult, Invocation
+from ksi.interfaces import AgentBase, AgentContext, AgentOutcome, Endpoint, ExecResult, Invocation
 from ksi.models import TaskSpec
 from ksi.proc import read_tail
 from ksi.relpaths import clean_relative_path
@@ -117,7 +117,7 @@ def parse_endpoints(value: str) -> tuple[Endpoint, ...]:
 
 
 @attrs.define
-class CommandAgent:
+class CommandAgent(AgentBase):
     """Runs ``/bin/sh -c CMD`` in the workspace with the prompt in env, a file and stdin.
 
     The cwd is the workspace, not repo/ (the prompt note, KNOWLEDGE.md and
@@ -195,7 +195,7 @@ def _solution_problems(task: TaskSpec) -> list[str]:
 
 
 @attrs.define
-class OracleAgent:
+class OracleAgent(AgentBase):
     """Applies the task's reference solution, proving the task can be solved."""
 
     name: ClassVar[str] = "oracle"
@@ -249,7 +249,7 @@ def _write_text(path: Path, content: str) -> None:
 
 
 @attrs.define
-class NopAgent:
+class NopAgent(AgentBase):
     """Does nothing: a task whose eval passes on the untouched workspace is broken."""
 
     name: ClassVar[str] = "nop"

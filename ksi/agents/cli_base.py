@@ -33,7 +33,15 @@ import attrs
 from ksi.agents.builtin import PROMPT_ENV_MAX_BYTES, prompt_path, write_prompt
 from ksi.agents.errors import classify_text, first_line
 from ksi.agents.tested_versions import version_in
-from ksi.interfaces import AgentContext, AgentOutcome, Endpoint, ExecResult, Invocation, Usage
+from ksi.interfaces import (
+    AgentBase,
+    AgentContext,
+    AgentOutcome,
+    Endpoint,
+    ExecResult,
+    Invocation,
+    Usage,
+)
 from ksi.models import TaskSpec
 from ksi.proc import read_tail
 
@@ -251,7 +259,7 @@ def switch_is_on(value: str | None) -> bool:
     return value is not None and value.strip().lower() not in ("", "0", "false", "no", "off")
 
 
-class CliAgent:
+class CliAgent(AgentBase):
     """Base of the built-in coding-agent CLI plugins (see the module docstring)."""
 
     name: ClassVar[str]

@@ -56,7 +56,7 @@ from ksi.environments.images import (
 from ksi.errors import EnvironmentFailure, UserInputError
 from ksi.fstree import copy_tree
 from ksi.hookspecs import hookimpl
-from ksi.interfaces import AttemptContext, Endpoint, ExecResult, Invocation
+from ksi.interfaces import AttemptContext, Endpoint, EnvironmentBase, ExecResult, Invocation
 from ksi.models import TaskSpec
 from ksi.proc import TAG_VAR, new_tag, read_tail, run_process
 from ksi.task_parts import CAPABILITY_SETS
@@ -540,7 +540,7 @@ def _copy_host(src: Path, dest: Path) -> None:
 
 
 @attrs.define
-class DockerEnvironment:
+class DockerEnvironment(EnvironmentBase):
     """Options are fields: ``--environment docker -e image=... -e network=none`` and so on."""
 
     name: ClassVar[str] = "docker"

@@ -39,7 +39,7 @@ from ksi import cgroups
 from ksi.errors import EnvironmentFailure
 from ksi.fstree import copy_tree
 from ksi.hookspecs import Register, hookimpl
-from ksi.interfaces import AttemptContext, ExecResult, Invocation
+from ksi.interfaces import AttemptContext, EnvironmentBase, ExecResult, Invocation
 from ksi.models import TaskSpec
 from ksi.proc import kill_tree, new_tag, run_process
 
@@ -195,7 +195,7 @@ class LocalHandle:
 
 
 @attrs.define
-class LocalEnvironment:
+class LocalEnvironment(EnvironmentBase):
     """Runs the agent as a child process on this machine."""
 
     name: ClassVar[str] = "local"

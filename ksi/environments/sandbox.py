@@ -54,7 +54,7 @@ from ksi.environments.local import LocalHandle
 from ksi.environments.sandbox_expose import program_mounts
 from ksi.errors import EnvironmentFailure
 from ksi.hookspecs import hookimpl
-from ksi.interfaces import AttemptContext, Invocation
+from ksi.interfaces import AttemptContext, EnvironmentBase, Invocation
 from ksi.models import TaskSpec
 
 if TYPE_CHECKING:
@@ -332,7 +332,7 @@ class SandboxHandle(LocalHandle):
 
 
 @attrs.define
-class SandboxEnvironment:
+class SandboxEnvironment(EnvironmentBase):
     """Options are fields: ``--environment sandbox -e network=host``."""
 
     name: ClassVar[str] = "sandbox"

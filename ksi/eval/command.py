@@ -52,7 +52,7 @@ from ksi.eval.scoring import (
     score_from_exit_code,
 )
 from ksi.hookspecs import Register, hookimpl
-from ksi.interfaces import EnvironmentHandle, Invocation
+from ksi.interfaces import EnvironmentHandle, EvaluatorBase, Invocation
 from ksi.limits import timeout_problem
 from ksi.models import EvalResult, TaskSpec
 from ksi.proc import read_tail, run_process
@@ -87,7 +87,7 @@ def _isolation(_inst: object, attribute: attrs.Attribute[Any], value: str) -> No
 
 
 @attrs.frozen
-class CommandEvaluator:
+class CommandEvaluator(EvaluatorBase):
     """Run the task's eval command in the workspace; exit code or score.json is the score.
 
     Options (``--evaluator-option KEY=VALUE``):
