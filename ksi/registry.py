@@ -25,6 +25,7 @@ from types import ModuleType
 from typing import Any
 
 from ksi.errors import DuplicateComponentError, PluginError, UnknownComponentError
+from ksi.kinds import ComponentKind, kind_named
 
 #: Plugin name used for components resolved from a ``module:attribute`` reference.
 REFERENCE_PLUGIN = "(reference)"
@@ -79,13 +80,16 @@ class Registry:
 
     def __init__(
         self,
-        kind: str,
+        kind: ComponentKind[Any] | str,
         describe: Callable[[str], str] = repr,
         *,
         is_builtin: Callable[[str], bool] = lambda plugin: False,
         failures: Callable[[], Sequence[str]] = tuple,
     ) -> None:
-        self.kind = kind
+        described = kind_named(kind)
+        #: The kind's name, as messages write it (``"task source"``).
+        self.kind = described.name
+        self._plural = described.plural
         #: Turns a plugin name into how messages should name it (with its distribution).
         self._describe = describe
         #: Whether a plugin is built into KSI: its names win over a plugin's at equal precedence.
@@ -200,7 +204,7 @@ class Registry:
             msg += f"; did you mean {self._by_key[close[0]].name!r}?"
         else:
             msg += "."
-        msg += f" Valid {self.kind}s: {', '.join(valid) if valid else '(none registered)'}"
+        msg += f" Valid {self._plural}: {', '.join(valid) if valid else '(none registered)'}"
         msg += " (or give module:attribute, or ./file.py:Attribute)"
         failed = list(self._failures())
         if failed:

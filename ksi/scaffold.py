@@ -16,6 +16,7 @@ from pathlib import Path
 import attrs
 
 from ksi.errors import UserInputError
+from ksi.kinds import EVALUATOR, TASK_SOURCE
 
 TEMPLATES = Path(__file__).resolve().parent / "scaffold_templates" / "package"
 _NAME = re.compile(r"^[a-z][a-z0-9]*(?:-[a-z0-9]+)*$")
@@ -80,7 +81,7 @@ def render(text: str, names: PluginNames) -> str:
 
 
 #: What the generated package registers under its name: its name must not be a built-in's.
-SCAFFOLD_KINDS = ("task source", "evaluator")
+SCAFFOLD_KINDS = (TASK_SOURCE, EVALUATOR)
 
 
 def refuse_reserved(names: PluginNames) -> None:

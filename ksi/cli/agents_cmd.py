@@ -18,6 +18,7 @@ import typer
 from ksi.agents.cli_base import binary_version
 from ksi.agents.tested_versions import install_command, tested_cli, version_in
 from ksi.cli.common import echo_json
+from ksi.kinds import AGENT
 from ksi.plugins import registry
 from ksi.registry import Registration
 from ksi.text import printable
@@ -78,7 +79,7 @@ def agent_facts(reg: Registration, env: Mapping[str, str]) -> dict[str, Any]:
 
 
 def all_agent_facts(env: Mapping[str, str]) -> list[dict[str, Any]]:
-    regs = list(registry("agent"))
+    regs = list(registry(AGENT))
     # Probing versions starts processes; do it in parallel so the listing stays quick.
     with ThreadPoolExecutor(max_workers=max(1, min(8, len(regs)))) as pool:
         return list(pool.map(lambda r: agent_facts(r, env), regs))

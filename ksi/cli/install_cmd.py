@@ -29,7 +29,8 @@ from ksi.cli.run_flags_cache import cache_file
 from ksi.entry_points import normalize
 from ksi.errors import KsiError, UserInputError
 from ksi.fileops import write_json_atomic
-from ksi.plugins import KINDS, PluginInfo, get_plugins, reset_plugins
+from ksi.kinds import KINDS
+from ksi.plugins import PluginInfo, get_plugins, reset_plugins
 from ksi.text import printable
 
 #: Set to ``pip`` or ``uv`` to force the installer.

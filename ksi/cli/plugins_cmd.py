@@ -15,7 +15,8 @@ import typer
 
 from ksi.cli.app import Settings
 from ksi.cli.common import echo_json, is_tty
-from ksi.plugins import KINDS, PluginInfo, PluginState, get_plugins, plural
+from ksi.kinds import KINDS, kind_named
+from ksi.plugins import PluginInfo, PluginState, get_plugins
 from ksi.text import printable
 
 plugins_app = typer.Typer(
@@ -102,16 +103,16 @@ def _origin(info: PluginInfo) -> str:
 
 def _components_text(info: PluginInfo) -> str:
     parts = [
-        f"{plural(kind)}: {', '.join(info.components[kind])}"
+        f"{kind.plural}: {', '.join(info.components[kind.name])}"
         for kind in KINDS
-        if info.components.get(kind)
+        if info.components.get(kind.name)
     ]
     return "; ".join(parts) or "-"
 
 
 def _overrides_text(info: PluginInfo) -> str:
     return "; ".join(
-        f"{plural(kind)}: {', '.join(names)}" for kind, names in info.overrides.items()
+        f"{kind_named(kind).plural}: {', '.join(names)}" for kind, names in info.overrides.items()
     )
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ksi.generations.phases import PhaseEvent, Phases, append_phase
 from ksi.generations.setup import GenerationParts, plan_tasks, store_seed
@@ -35,6 +35,9 @@ from ksi.knowledge.store import read_knowledge
 from ksi.models import TaskSpec
 from ksi.records import AttemptRecord
 from ksi.rundir.config import RunConfig
+
+if TYPE_CHECKING:
+    from ksi.plugins import ObserverHook
 
 
 class GenerationHost(Protocol):
@@ -55,7 +58,7 @@ class GenerationHost(Protocol):
     def over_budget(self) -> bool:
         """The reported spend reached ``--max-cost`` (which stops the run)."""
 
-    def observe(self, hook: str, **kwargs: Any) -> None:
+    def observe(self, hook: ObserverHook, **kwargs: Any) -> None:
         """Call the observers' ``hook`` (the run's info is added)."""
 
     def warn(self, message: str) -> None:

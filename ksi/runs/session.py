@@ -24,7 +24,7 @@ from ksi.generations.setup import distillation_spend, grow_progress
 from ksi.generations.steps import PlannedAttempt
 from ksi.knowledge.render import IndexedNotes
 from ksi.layout import RunLayout, clear_attempt_dir
-from ksi.plugins import get_plugins
+from ksi.plugins import ObserverHook, get_plugins
 from ksi.records import AttemptRecord, RunInfo, RunSummary, Timings, is_solved, now
 from ksi.reporting.summary import summarize_run
 from ksi.rundir.config import RunConfig
@@ -124,7 +124,7 @@ class RunSession:
     def over_budget(self) -> bool:
         return self.stops.over_budget()
 
-    def observe(self, hook: str, **kwargs: Any) -> None:
+    def observe(self, hook: ObserverHook, **kwargs: Any) -> None:
         self.observer_errors.extend(get_plugins().call_observers(hook, run=self.info, **kwargs))
 
     def warn(self, message: str) -> None:
