@@ -11,79 +11,77 @@ the runner never has to ask an object what it can do.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal, cast
+from typing import Any, Literal, TypeVar, overload
 
 import attrs
 
 from ksi.attempt.job import ComponentSpec
 from ksi.attempt.safety import configure_host_grading, decide_eval_isolation
 from ksi.errors import UserInputError
-from ksi.interfaces import (
-    Agent,
-    AgentContext,
-    AgentOutcome,
-    Environment,
-    Evaluator,
-    ExecResult,
-    Executor,
-    GivesFeedback,
-    Invocation,
-)
-from ksi.models import TaskSpec
+from ksi.interfaces import Agent, Environment, Evaluator, Executor, GivesFeedback
+from ksi.kinds import AGENT, ENVIRONMENT, EVALUATOR, EXECUTOR, KINDS, ComponentKind, kind_named
 from ksi.options import create_component
-from ksi.plugins import PROTOCOLS, missing_methods, registry
+from ksi.plugins import registry
 
-#: The command-line flag that carries each kind's options, for error messages.
-OPTION_FLAGS = {
-    "agent": "--agent-option",
-    "environment": "--environment-option",
-    "evaluator": "--evaluator-option",
-    "executor": "--executor-option",
-    "task source": "--task-source-option",
-    "distiller": "--distiller-option",
-    "strategy": "--strategy",
-}
+C = TypeVar("C")
+
+#: The command-line flag that carries each kind's options (kept for code that read it
+#: here; :attr:`ksi.kinds.ComponentKind.option_flag` is where it is declared).
+OPTION_FLAGS = {k.name: k.option_flag for k in KINDS}
 
 
-def resolve(kind: str, spec: Any, options: Mapping[str, Any] | None = None) -> tuple[Any, str]:
-    """Return ``(instance, plugin name)`` for a name, a class, or a ready instance."""
+@overload
+def resolve(
+    kind: ComponentKind[C], spec: Any, options: Mapping[str, Any] | None = None
+) -> tuple[C, str]: ...
+@overload
+def resolve(kind: str, spec: Any, options: Mapping[str, Any] | None = None) -> tuple[Any, str]: ...
+def resolve(
+    kind: ComponentKind[Any] | str, spec: Any, options: Mapping[str, Any] | None = None
+) -> tuple[Any, str]:
+    """Return ``(component, plugin name)`` for a name, a class, or a ready instance.
+
+    The component follows ``kind``'s protocol: one that lacks a required
+    method is refused here, naming it, and one that leaves out optional
+    members gets the kind's defaults (:meth:`ksi.kinds.ComponentKind.complete`).
+    """
+    kind = kind_named(kind)
     options = options or {}
-    flag = OPTION_FLAGS.get(kind, "--option")
     if isinstance(spec, str):
         reg = registry(kind).get(spec)
-        obj = create_component(reg.obj, options, kind=kind, option_flag=flag)
+        obj = create_component(reg.obj, options, kind=kind.name, option_flag=kind.option_flag)
         plugin = reg.plugin
     else:
         # A class is built with the options; a ready instance refuses them (never ignores them).
-        obj = create_component(spec, options, kind=kind, option_flag=flag)
+        obj = create_component(spec, options, kind=kind.name, option_flag=kind.option_flag)
         plugin = "(python object)"
-    missing = missing_methods(kind, obj) if kind in PROTOCOLS else []
+    missing = kind.missing_methods(obj)
     if missing:
         raise UserInputError(
             f"{kind} {component_name(obj)!r} ({plugin}) lacks {', '.join(missing)}; "
-            f"see ksi.interfaces.{PROTOCOLS[kind]} for what a {kind} implements"
+            f"see ksi.interfaces.{kind.protocol_name} for what a {kind} implements"
         )
-    return obj, plugin
+    return kind.complete(obj), plugin
 
 
-def grades_on_host(evaluator: Any) -> bool:
+def grades_on_host(evaluator: Evaluator) -> bool:
     """Whether ``evaluator`` grades a directory on the host (``grades_in == "host"``).
 
     The other kind grades inside the attempt's environment, through its exec
     handle, so it can only run while a run has that environment up.
     """
-    return getattr(evaluator, "grades_in", "host") == "host"
+    return evaluator.grades_in == "host"
 
 
 def resolve_host_evaluator(
     spec: Any, options: Mapping[str, Any] | None, *, refusal: str
-) -> tuple[Any, str]:
+) -> tuple[Evaluator, str]:
     """Resolve an evaluator that must grade on the host (``ksi grade``, regrade).
 
     One that grades inside an environment is refused with a
     :class:`~ksi.errors.UserInputError`: ``evaluator 'NAME' <refusal>``.
     """
-    grader, plugin = resolve("evaluator", spec, options)
+    grader, plugin = resolve(EVALUATOR, spec, options)
     if not grades_on_host(grader):
         raise UserInputError(f"evaluator {component_name(grader)!r} {refusal}")
     return grader, plugin
@@ -103,48 +101,6 @@ def spec_name(spec: Any) -> str:
         return spec
     cls = spec if isinstance(spec, type) else type(spec)
     return str(getattr(spec, "name", None) or f"{cls.__module__}:{cls.__qualname__}")
-
-
-class _AgentWithDefaults:
-    """An agent object with only the required methods, completed with the defaults."""
-
-    def __init__(self, inner: Any) -> None:
-        self.inner = inner
-        self.name = component_name(inner)
-        self.aliases: tuple[str, ...] = tuple(getattr(inner, "aliases", ()))
-        self.description = str(getattr(inner, "description", ""))
-        self.required_env: tuple[str, ...] = tuple(getattr(inner, "required_env", ()))
-        self.optional_env: tuple[str, ...] = tuple(getattr(inner, "optional_env", ()))
-
-    def check_tasks(self, tasks: Sequence[TaskSpec]) -> list[str]:
-        check = getattr(self.inner, "check_tasks", None)
-        return list(check(tasks)) if callable(check) else []
-
-    def missing_credentials(self, env: Mapping[str, str]) -> list[str]:
-        missing = getattr(self.inner, "missing_credentials", None)
-        return list(missing(env)) if callable(missing) else []
-
-    def setup(self, ctx: AgentContext) -> None:
-        self.inner.setup(ctx)
-
-    def invocation(self, ctx: AgentContext) -> Invocation | None:
-        return cast("Invocation | None", self.inner.invocation(ctx))
-
-    def outcome(self, ctx: AgentContext, result: ExecResult | None) -> AgentOutcome:
-        return cast(AgentOutcome, self.inner.outcome(ctx, result))
-
-    def __getattr__(self, name: str) -> Any:
-        # Members beyond the protocol (``optional_env_for``...) are the agent's own.
-        return getattr(self.inner, name)
-
-
-_AGENT_OPTIONAL = ("required_env", "optional_env", "check_tasks", "missing_credentials")
-
-
-def as_agent(obj: Any) -> Agent:
-    if all(hasattr(obj, m) for m in _AGENT_OPTIONAL):
-        return cast(Agent, obj)
-    return cast(Agent, _AgentWithDefaults(obj))
 
 
 @attrs.frozen
@@ -187,20 +143,20 @@ def resolve_components(
     here, from the environment); a job carries the decision, so a worker
     process applies the same one.
     """
-    a, a_plugin = resolve("agent", agent.ref, agent.options)
-    env, env_plugin = resolve("environment", environment.ref, environment.options)
-    ev, ev_plugin = resolve("evaluator", evaluator.ref, evaluator.options)
+    a, a_plugin = resolve(AGENT, agent.ref, agent.options)
+    env, env_plugin = resolve(ENVIRONMENT, environment.ref, environment.options)
+    ev, ev_plugin = resolve(EVALUATOR, evaluator.ref, evaluator.options)
     isolation = decide_eval_isolation(eval_isolation, env, eval_in=eval_in)
     ev = configure_host_grading(ev, isolation=isolation, pass_env=eval_env)
     return Components(
-        agent=as_agent(a),
-        environment=cast(Environment, env),
-        evaluator=cast(Evaluator, ev),
+        agent=a,
+        environment=env,
+        evaluator=ev,
         plugins=(a_plugin, env_plugin, ev_plugin),
         eval_isolation=isolation,
     )
 
 
 def resolve_executor(name: str, options: Mapping[str, Any] | None = None) -> Executor:
-    obj, _ = resolve("executor", name, options)
-    return cast(Executor, obj)
+    obj, _ = resolve(EXECUTOR, name, options)
+    return obj

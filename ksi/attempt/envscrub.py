@@ -21,7 +21,10 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ksi.interfaces import Agent
 
 #: Host variables every agent process gets when they are set.
 ALLOWED: tuple[str, ...] = (
@@ -93,19 +96,16 @@ def scrubbed_env(
 
 
 def agent_optional_env(
-    agent: Any, model: str | None, host_env: Mapping[str, str] | None = None
+    agent: Agent, model: str | None, host_env: Mapping[str, str] | None = None
 ) -> tuple[str, ...]:
     """The agent's ``optional_env`` names that apply on this host with this model.
 
-    An agent that defines ``optional_env_for(host_env, model)`` narrows its
-    list to the provider mode in use (Claude Code passes the AWS keys only
-    with ``CLAUDE_CODE_USE_BEDROCK`` on); any other agent gets its whole
-    ``optional_env``.
+    The agent's ``optional_env_for(host_env, model)`` may narrow its list to
+    the provider mode in use (Claude Code passes the AWS keys only with
+    ``CLAUDE_CODE_USE_BEDROCK`` on); by default it is the whole
+    ``optional_env`` (:class:`ksi.interfaces.AgentBase`).
     """
-    narrow = getattr(agent, "optional_env_for", None)
-    if callable(narrow):
-        return tuple(narrow(_host(host_env), model))
-    return tuple(getattr(agent, "optional_env", ()))
+    return tuple(agent.optional_env_for(_host(host_env), model))
 
 
 def missing_required(

@@ -3,10 +3,10 @@
 **Grading on the host.** The eval command of a host evaluator imports the
 agent's code, so a run that kept its agent isolated must not hand that code
 the host when grading. The
-decision is made once per run (``ksi run``, ``ksi regrade``) and handed to an
-evaluator that can apply it: one that defines
-``for_host_grading(isolation=..., pass_env=...)`` (the ``command``
-evaluator). An evaluator without it grades as it always did.
+decision is made once per run (``ksi run``, ``ksi regrade``) and handed to
+the evaluator's ``for_host_grading(isolation=..., pass_env=...)``: the
+``command`` evaluator applies it; one that runs no command of KSI's grades as
+it always did (:class:`ksi.interfaces.EvaluatorBase`).
 
 **Credentials on an environment that does not isolate.** On ``local`` the
 scrub of the agent's environment keeps nothing secret: any process the agent
@@ -18,25 +18,29 @@ it is due: the agent gets credentials.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from ksi.attempt.envscrub import agent_optional_env
 from ksi.errors import UserInputError
+from ksi.interfaces import Agent, Environment, Evaluator
+from ksi.kinds import EVALUATOR
 
 #: ``--eval-isolation`` values; ``auto``: ``sandbox`` when the agent ran isolated.
 EVAL_ISOLATION_CHOICES = ("auto", "none", "sandbox")
 
 
-def agent_is_isolated(environment: Any) -> bool:
-    """Whether an environment (instance or class) keeps the agent off the host.
+def agent_is_isolated(environment: Environment | None) -> bool:
+    """Whether an environment keeps the agent off the host (``isolates_agent``).
 
-    Environments say so with ``isolates_agent``; one that does not say is
-    taken as isolating, so its grades are isolated too (the safe side).
+    With no environment (``ksi grade`` on a directory) nothing says the agent
+    ran on the host: taken as isolated, so the grade is too (the safe side),
+    as for an environment that does not say (:class:`ksi.interfaces.EnvironmentBase`).
     """
-    return bool(getattr(environment, "isolates_agent", True))
+    return environment is None or environment.isolates_agent
 
 
-def decide_eval_isolation(choice: str, environment: Any, *, eval_in: str = "host") -> str:
+def decide_eval_isolation(
+    choice: str, environment: Environment | None, *, eval_in: str = "host"
+) -> str:
     """``none`` or ``sandbox`` for ``--eval-isolation choice`` with this environment.
 
     ``auto`` isolates when the agent ran isolated; with ``--eval-in
@@ -53,22 +57,18 @@ def decide_eval_isolation(choice: str, environment: Any, *, eval_in: str = "host
     return "sandbox" if agent_is_isolated(environment) else "none"
 
 
-def configure_host_grading(evaluator: Any, *, isolation: str, pass_env: Sequence[str]) -> Any:
+def configure_host_grading(
+    evaluator: Evaluator, *, isolation: str, pass_env: Sequence[str]
+) -> Evaluator:
     """The evaluator set up to grade with ``isolation`` and ``pass_env`` (checked now)."""
-    configure = getattr(evaluator, "for_host_grading", None)
-    if not callable(configure):
-        if pass_env:
-            name = getattr(evaluator, "name", type(evaluator).__name__)
-            raise UserInputError(
-                f"--eval-env: evaluator {name!r} does not take host variables from KSI; "
-                "drop --eval-env (or see that evaluator's own options)"
-            )
-        return evaluator
-    return configure(isolation=isolation, pass_env=tuple(pass_env))
+    # A plugin's own for_host_grading returns its own object: completed like the first.
+    return EVALUATOR.complete(
+        evaluator.for_host_grading(isolation=isolation, pass_env=tuple(pass_env))
+    )
 
 
 def credentials_passed(
-    agent: Any,
+    agent: Agent,
     *,
     model: str | None,
     agent_env: Sequence[str],
@@ -76,42 +76,39 @@ def credentials_passed(
 ) -> list[str]:
     """The host variables the agent will get beyond the allow-list: its declared ones set
     on this host (``required_env``, ``optional_env`` for this model) and ``--agent-env``."""
-    declared = (*getattr(agent, "required_env", ()), *agent_optional_env(agent, model, host_env))
+    declared = (*agent.required_env, *agent_optional_env(agent, model, host_env))
     names = [n for n in declared if host_env.get(n)] + [n for n in agent_env if n in host_env]
     return list(dict.fromkeys(names))
 
 
 def credential_warning(
-    environment: Any,
-    agent: Any,
+    environment: Environment,
+    agent: Agent,
     *,
     model: str | None,
     agent_env: Sequence[str],
     host_env: Mapping[str, str],
 ) -> str | None:
     """The environment's warning that the agent's credentials are exposed, when due."""
-    word = getattr(environment, "credential_warning", None)
-    if agent_is_isolated(environment) or not callable(word):
+    if agent_is_isolated(environment):
         return None
     names = credentials_passed(agent, model=model, agent_env=agent_env, host_env=host_env)
     if not names:
         return None
-    return str(word(str(getattr(agent, "name", type(agent).__name__)), names))
+    return environment.credential_warning(agent.name, names)
 
 
-def endpoint_warning(environment: Any, agent: Any) -> str | None:
+def endpoint_warning(environment: Environment, agent: Agent) -> str | None:
     """The environment's warning that the agent's ``base_url`` is out of its reach, if any.
 
     Some environments cannot reach every URL the host can: a container on
     docker's ``bridge`` network has a loopback of its own, so
     ``http://127.0.0.1:4000`` there is not the host's port 4000 and every model
-    call fails. The environment words it (an optional ``endpoint_warning(agent,
-    url)`` method, as :func:`credential_warning`'s); the run asks before its
-    first attempt, when the agent has a ``base_url``.
+    call fails. The environment words it (its ``endpoint_warning(agent, url)``,
+    as :func:`credential_warning`'s); the run asks before its first attempt,
+    when the agent has a ``base_url``.
     """
-    url = getattr(agent, "base_url", "")
-    word = getattr(environment, "endpoint_warning", None)
-    if not isinstance(url, str) or not url or not callable(word):
-        return None
-    said = word(str(getattr(agent, "name", type(agent).__name__)), url)
-    return str(said) if said else None
+    url = agent.base_url
+    if not isinstance(url, str) or not url:
+        return None  # a plugin's agent may keep ``None`` there for "the provider's own"
+    return environment.endpoint_warning(agent.name, url) or None

@@ -32,6 +32,7 @@ import cattrs
 
 from ksi.generations.evidence_distiller import evidence_notes
 from ksi.hookspecs import Register, hookimpl
+from ksi.kinds import AGENT
 from ksi.knowledge.models import INSIGHT_KINDS, DistillRequest, DistillResult, Note
 from ksi.models import TaskSpec, Usage
 from ksi.serialization import to_data
@@ -208,11 +209,9 @@ class AgentDistiller:
         from ksi.attempt.components import resolve
         from ksi.attempt.envscrub import missing_required
 
-        agent, _ = resolve("agent", self.agent, self._agent_options())
-        problems = missing_required(self.agent, getattr(agent, "required_env", ()))
-        check = getattr(agent, "missing_credentials", None)
-        if callable(check):
-            problems.extend(check(os.environ))
+        agent, _ = resolve(AGENT, self.agent, self._agent_options())
+        problems = missing_required(self.agent, agent.required_env)
+        problems.extend(agent.missing_credentials(os.environ))
         if problems:
             raise ValueError("; ".join(problems))
 
@@ -260,9 +259,9 @@ class AgentDistiller:
 
         model = self.model or request.model
         options = self._agent_options()
-        agent, _ = resolve("agent", self.agent, options)
+        agent, _ = resolve(AGENT, self.agent, options)
         env = scrubbed_env(
-            required=getattr(agent, "required_env", ()),
+            required=agent.required_env,
             optional=agent_optional_env(agent, model),
             passthrough=(),
         )

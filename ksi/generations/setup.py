@@ -16,6 +16,8 @@ import attrs
 
 from ksi.attempt.components import resolve
 from ksi.errors import RunError, UserInputError
+from ksi.interfaces import Distiller, Strategy
+from ksi.kinds import DISTILLER, STRATEGY
 from ksi.knowledge.models import Knowledge, PlanRequest
 from ksi.knowledge.store import (
     generation_dir,
@@ -32,9 +34,9 @@ from ksi.rundir.config import RunConfig
 
 @attrs.frozen
 class GenerationParts:
-    strategy: Any
+    strategy: Strategy
     strategy_name: str
-    distiller: Any
+    distiller: Distiller
     distiller_name: str
     #: The seeded notes (``--seed-knowledge``) to store as generation 0, if any.
     seed: Knowledge | None = None
@@ -56,8 +58,8 @@ def resolve_generation_parts(
             "--holdout-task-ids: every task is a hold-out, so no task is left to learn from; "
             "hold out some of the tasks only"
         )
-    strategy, _ = resolve("strategy", config.strategy)
-    distiller, _ = resolve("distiller", config.distiller, config.distiller_options)
+    strategy, _ = resolve(STRATEGY, config.strategy)
+    distiller, _ = resolve(DISTILLER, config.distiller, config.distiller_options)
     seed = None
     if config.seed_knowledge:
         seed = _seed(config, run_dir)
@@ -80,7 +82,7 @@ def store_seed(run_dir: Path, seed: Knowledge) -> None:
 
 
 def plan_tasks(
-    strategy: Any, name: str, request: PlanRequest, learning: Sequence[str]
+    strategy: Strategy, name: str, request: PlanRequest, learning: Sequence[str]
 ) -> tuple[str, ...]:
     """The strategy's plan, checked: only known, non-hold-out task ids, each once."""
     answer = strategy.plan(request)

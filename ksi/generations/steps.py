@@ -31,6 +31,7 @@ from ksi.attempt.diskfull import reruns_on_resume
 from ksi.attempt.job import ContextFile
 from ksi.generations.evidence import build_evidence, scored
 from ksi.generations.evidence_distiller import evidence_notes
+from ksi.interfaces import Distiller
 from ksi.knowledge.models import DistillRequest, Knowledge, Note, TaskState
 from ksi.knowledge.render import KNOWLEDGE_FILE, PROMPT_POINTER, IndexedNotes
 from ksi.knowledge.store import (
@@ -196,7 +197,7 @@ def distill(
     records: Sequence[AttemptRecord],
     prompts: Mapping[str, str],
     config: RunConfig,
-    distiller: Any,
+    distiller: Distiller,
     distiller_name: str,
     agent_env: Mapping[str, str],
 ) -> Knowledge:

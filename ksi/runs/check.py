@@ -18,6 +18,7 @@ from pathlib import Path
 
 import attrs
 
+from ksi.kinds import AGENT
 from ksi.options import create_component
 from ksi.plugins import registry
 from ksi.records import RunSummary, is_solved
@@ -102,7 +103,7 @@ def check_tasks(
     source = get_task_source(task_source, task_source_options)
     tasks = (selection or TaskSelection()).apply(source.load(path), where=str(tasks_path))
     oracle_agent = create_component(
-        registry("agent").get("oracle").obj, {}, kind="agent", option_flag="--agent-option"
+        registry(AGENT).get("oracle").obj, {}, kind=AGENT.name, option_flag=AGENT.option_flag
     )
     why_not = {t.id: "; ".join(oracle_agent.check_tasks([t])) for t in tasks}
     runs = {"oracle": [t for t in tasks if not why_not[t.id]], "nop": tasks}

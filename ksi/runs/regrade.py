@@ -15,10 +15,11 @@ from typing import Any
 import attrs
 
 from ksi.attempt.capture import copy_tree
-from ksi.attempt.components import component_name, resolve_host_evaluator
+from ksi.attempt.components import component_name, resolve, resolve_host_evaluator
 from ksi.attempt.safety import configure_host_grading, decide_eval_isolation
 from ksi.errors import UserInputError
 from ksi.interfaces import Evaluator
+from ksi.kinds import ENVIRONMENT
 from ksi.layout import RunLayout
 from ksi.models import TaskSpec
 from ksi.records import AttemptRecord, RunSummary, Timings, now
@@ -40,7 +41,6 @@ def regrade_run(
     """Grade every attempt of ``run_dir`` again (of the tasks ``selection`` keeps);
     ``eval_env``/``eval_isolation`` default to the run's own (``auto`` isolates when
     the run's agent ran isolated)."""
-    from ksi.plugins import registry
     from ksi.tasks.loaders import get_task_source
 
     layout = RunLayout(Path(run_dir).resolve())
@@ -65,7 +65,10 @@ def regrade_run(
         refusal="grades inside the attempt's environment, which no longer exists; regrade "
         "works with host evaluators only",
     )
-    environment = registry("environment").get(config.get("environment") or "local").obj
+    # The run's environment, as the run built it: whether it isolated the agent decides `auto`.
+    environment, _ = resolve(
+        ENVIRONMENT, config.get("environment") or "local", config.get("environment_options")
+    )
     isolation = decide_eval_isolation(
         eval_isolation or config.get("eval_isolation") or "auto", environment
     )

@@ -90,9 +90,7 @@ class RunStops:
     def auth_failure_message(self, agent: Agent, run_dir: Path) -> str:
         """Which agent failed to authenticate, what to check, and the CLI's own words."""
         first = self.auth_failures[0]
-        variables = tuple(getattr(agent, "credential_env", ()) or ()) + tuple(
-            getattr(agent, "required_env", ()) or ()
-        )
+        variables = (*agent.credential_env, *agent.required_env)
         given = [v for v in variables if os.environ.get(v, "").strip()]
         check = given or list(variables)
         lines = [

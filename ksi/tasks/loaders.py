@@ -13,6 +13,7 @@ from typing import Any, cast
 
 from ksi.errors import ProblemsError, UserInputError
 from ksi.interfaces import TaskSource
+from ksi.kinds import TASK_SOURCE
 from ksi.models import Problem, TaskSpec
 from ksi.options import create_component
 from ksi.plugins import registry
@@ -29,9 +30,9 @@ def get_task_source(
     Raises :class:`ksi.errors.UnknownComponentError` listing the valid names
     (with a "did you mean") when there is none.
     """
-    reg = registry("task source").get(name)
+    reg = registry(TASK_SOURCE).get(name)
     source = create_component(
-        reg.obj, options or {}, kind="task source", option_flag="--task-source-option"
+        reg.obj, options or {}, kind=TASK_SOURCE.name, option_flag=TASK_SOURCE.option_flag
     )
     return cast(TaskSource, source)
 
