@@ -28,7 +28,10 @@ Two families of hooks exist:
 
 Hook arguments are passed by name and a hook implementation may accept any
 subset of them, so a hook can gain arguments without breaking plugins.
-The component protocols each hook expects are in :mod:`ksi.interfaces`.
+The component protocols each hook expects are in :mod:`ksi.interfaces`, each
+with a base class holding the defaults of its optional members
+(``AgentBase``...); :mod:`ksi.kinds` ties each ``ksi_register_*`` hook to its
+kind of component.
 """
 
 from __future__ import annotations
