@@ -381,3 +381,118 @@ def _make_traversable(top: str) -> None:
         walk_fd(root, visit, lambda names, exc: None)
     finally:
         os.close(root)
+
+
+def links_leaving(root: Path | str, *, skip_hidden: bool = False) -> list[tuple[str, str]]:
+    """Every symlink below ``root`` that leads out of it: ``(path from root, link text)``.
+
+    A task source reads its files by name (a prompt, a test, a reference
+    solution) and the system follows links on the way, so a link out of the
+    task's tree would put a host file into a prompt, a container or a run.
+    Sources check their trees with this first and report each link found.
+    "Leads out" is what the system would do: the link is resolved (chains of
+    links, ``..``) against ``root`` resolved, and a dangling link whose
+    target lies outside counts too. The walk itself follows no link.
+    ``skip_hidden``: names starting with ``.`` are neither entered nor
+    checked (for a source that ignores them).
+    """
+    top = os.path.realpath(root)
+    found: list[tuple[str, str]] = []
+    root_fd = open_root(top)
+
+    def visit(names: tuple[str, ...], fd: int, entries: list[os.DirEntry[str]]) -> list[str]:
+        children = []
+        for entry in entries:
+            if skip_hidden and entry.name.startswith("."):
+                continue
+            if entry.is_symlink():
+                rel = "/".join((*names, entry.name))
+                target = os.path.realpath(os.path.join(top, rel))
+                if os.path.commonpath([top, target]) != top:
+                    found.append((rel, os.readlink(entry.name, dir_fd=fd)))
+            elif entry.is_dir(follow_symlinks=False):
+                children.append(entry.name)
+        return children
+
+    try:
+        walk_fd(root_fd, visit, lambda names, exc: None)
+    finally:
+        os.close(root_fd)
+    return sorted(found)
+
+
+def _parts_inside(rel: str) -> list[str]:
+    parts = [p for p in rel.split("/") if p not in ("", ".")]
+    if rel.startswith("/") or ".." in parts:
+        raise OSError(errno.EINVAL, "not a path inside the directory", rel)
+    return parts
+
+
+def open_dir_inside(root: Path | str, rel: str) -> int:
+    """A descriptor for the directory ``rel`` below ``root``, reached through no symlink.
+
+    For readers of a tree someone else wrote (a run directory, logs copied
+    out of a container): each directory on the way is opened with
+    ``O_NOFOLLOW | O_DIRECTORY`` relative to the one before, so a link, an
+    absolute ``rel`` or a ``..`` raises ``OSError`` instead of leading out.
+    ``root`` itself must be a directory, not a link to one.
+    """
+    fd = open_root(root)
+    try:
+        for part in _parts_inside(rel):
+            new = os.open(part, DIR_FLAGS, dir_fd=fd)
+            os.close(fd)
+            fd = new
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def open_file_inside(root: Path | str, rel: str) -> int:
+    """A read descriptor for the regular file ``rel`` below ``root``, reached through no symlink.
+
+    As :func:`open_dir_inside` for the directories on the way; the file is
+    opened with ``O_NOFOLLOW | O_NONBLOCK`` (a fifo cannot block) and anything
+    but a regular file raises ``OSError``.
+    """
+    parts = _parts_inside(rel)
+    if not parts:
+        raise OSError(errno.EISDIR, "names the directory itself", rel)
+    dir_fd = open_dir_inside(root, "/".join(parts[:-1]))
+    try:
+        fd = os.open(parts[-1], READ_FLAGS, dir_fd=dir_fd)
+    finally:
+        os.close(dir_fd)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(errno.EINVAL, "not a regular file", rel)
+    return fd
+
+
+def drop_links(root: Path | str) -> list[str]:
+    """Remove every symlink, fifo, socket and device below ``root``; return their paths.
+
+    For a tree copied out of an agent's reach (logs from a container): what
+    is left holds only directories and regular files, so nobody who later
+    reads it (a viewer, a person, a script) is led to a host file.
+    """
+    removed: list[str] = []
+    root_fd = open_root(root)
+
+    def visit(names: tuple[str, ...], fd: int, entries: list[os.DirEntry[str]]) -> list[str]:
+        children = []
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                children.append(entry.name)
+            elif entry.is_symlink() or not entry.is_file(follow_symlinks=False):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(entry.name, dir_fd=fd)
+                removed.append("/".join((*names, entry.name)))
+        return children
+
+    try:
+        walk_fd(root_fd, visit, lambda names, exc: None)
+    finally:
+        os.close(root_fd)
+    return sorted(removed)

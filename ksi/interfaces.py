@@ -186,7 +186,11 @@ class EnvironmentHandle(Protocol):
         ...
 
     def copy_out(self, env_src: str, host_dest: Path) -> bool:
-        """Copy a path from the environment to the host; False when it does not exist."""
+        """Copy a path from the environment to the host; False when it does not exist.
+
+        Symlinks are copied as links, never followed: a link the environment's
+        processes made names a path that, on the host, is someone's file.
+        """
         ...
 
     def halt(self) -> None:

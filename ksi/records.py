@@ -264,5 +264,8 @@ class RunSummary:
     skipped_files: int = 0
     #: Attempts of which capture skipped at least one path.
     attempts_with_skipped_files: int = 0
+    #: Attempts given full marks by a score.json while their eval command failed
+    #: (``eval.details["score_conflict"]``): the agent's code may have written it.
+    score_conflicts: int = 0
     #: Per-generation figures (None for a run of one generation).
     generations: GenerationsSummary | None = None

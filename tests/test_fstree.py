@@ -135,3 +135,52 @@ def test_remove_tree_empties_000_directories_without_touching_what_links_point_t
     assert proc.stdout.strip() == "gone"
     assert outside.stat().st_mode & 0o777 == 0o500  # the link's target was not chmod-ed
     outside.chmod(0o700)
+
+
+def test_links_leaving_names_every_link_that_resolves_outside_and_no_other(
+    tmp_path: Path,
+) -> None:
+    from ksi.fstree import links_leaving
+
+    root, outside = tmp_path / "task", tmp_path / "host"
+    (root / "sub").mkdir(parents=True)
+    outside.mkdir()
+    (outside / "secret").write_text("s")
+    (root / "a.txt").write_text("a")
+    (root / "inside").symlink_to("a.txt")
+    (root / "sub" / "up-and-in").symlink_to("../a.txt")
+    (root / "sub" / "up-and-out").symlink_to("../../host/secret")
+    (root / "absolute").symlink_to(outside / "secret")
+    (root / "chain").symlink_to("absolute")  # inside, to a link that leaves
+    (root / "dangling-out").symlink_to("/nonexistent/elsewhere")
+    (root / "dir-out").symlink_to(outside, target_is_directory=True)
+    (root / ".hidden").symlink_to(outside)
+    found = dict(links_leaving(root))
+    assert sorted(found) == [
+        ".hidden", "absolute", "chain", "dangling-out", "dir-out", "sub/up-and-out"
+    ]  # fmt: skip
+    assert found["chain"] == "absolute"
+    assert ".hidden" not in dict(links_leaving(root, skip_hidden=True))
+
+
+def test_open_file_inside_refuses_links_dot_dot_and_non_regular_files(tmp_path: Path) -> None:
+    from ksi.fstree import drop_links, open_file_inside
+
+    root = tmp_path / "run"
+    (root / "attempts" / "t").mkdir(parents=True)
+    (root / "attempts" / "t" / "log").write_text("inside")
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside" / "log").write_text("outside")
+    (root / "attempts" / "linked").symlink_to(tmp_path / "outside")
+    (root / "attempts" / "t" / "file-link").symlink_to(tmp_path / "outside" / "log")
+    os.mkfifo(root / "attempts" / "t" / "fifo")
+    fd = open_file_inside(root, "attempts/t/log")
+    with os.fdopen(fd) as fh:
+        assert fh.read() == "inside"
+    for rel in ("attempts/linked/log", "attempts/t/file-link", "../outside/log",
+                str(tmp_path / "outside" / "log"), "attempts/t/fifo", "attempts/t"):  # fmt: skip
+        with pytest.raises(OSError):
+            os.close(open_file_inside(root, rel))
+    assert drop_links(root) == ["attempts/linked", "attempts/t/fifo", "attempts/t/file-link"]
+    assert sorted(p.name for p in (root / "attempts").rglob("*")) == ["log", "t"]
+    assert (tmp_path / "outside" / "log").read_text() == "outside"

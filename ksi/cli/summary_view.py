@@ -16,7 +16,12 @@ import typer
 
 from ksi.attempt.capture import MAX_LISTED_SKIPS
 from ksi.records import GenerationsSummary, RunSummary, TaskGenerations, TaskSummary
-from ksi.reporting.attention import capture_changes, failing_tasks, unchanged_attempts
+from ksi.reporting.attention import (
+    capture_changes,
+    failing_tasks,
+    suspect_scores,
+    unchanged_attempts,
+)
 from ksi.text import printable
 
 #: Failing tasks, and attempts of each, described; the rest are counted.
@@ -64,6 +69,15 @@ def summary_lines(summary: RunSummary) -> list[str]:
             f"capture skipped {summary.skipped_files:,} paths in "
             f"{summary.attempts_with_skipped_files} attempt(s) (listed, up to "
             f"{MAX_LISTED_SKIPS} each, in skipped_files of the attempt's record.json)"
+        )
+    if summary.score_conflicts:
+        suspect = suspect_scores(summary)
+        shown = ", ".join(f"{r.task_id}/{r.attempt}" for r in suspect[:10])
+        more = f" and {len(suspect) - 10} more" if len(suspect) > 10 else ""
+        lines.append(
+            f"suspect scores: {summary.score_conflicts} attempt(s) got full marks from "
+            f"score.json while the eval command failed: {shown}{more} (the agent's code may "
+            "have written it; docs/security.md)"
         )
     if summary.wall_time_sec is not None:
         lines.append(f"wall time: {summary.wall_time_sec:.1f}s")

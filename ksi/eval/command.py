@@ -49,6 +49,7 @@ from ksi.eval.scoring import (
     STATUS_TIMEOUT,
     read_score_file,
     remove_stale_score_file,
+    score_conflict,
     score_from_exit_code,
 )
 from ksi.hookspecs import Register, hookimpl
@@ -60,6 +61,8 @@ from ksi.proc import read_tail, run_process
 #: Status of an attempt that could not be graded for a reason on KSI's side
 #: (the starting files could not be copied, a stale score.json could not be deleted).
 STATUS_EVAL_ERROR = "eval_error"
+#: Why a score.json the command wrote did not count, with ``score_json=false``.
+SCORE_JSON_OFF_NOTE = "score.json ignored: only the tests' exit status counts"
 STDOUT_LOG = "eval.stdout.log"
 STDERR_LOG = "eval.stderr.log"
 
@@ -104,6 +107,10 @@ class CommandEvaluator(EvaluatorBase):
     * ``pass_env``: host variables the eval command gets besides the scrubbed
       environment (``ksi run --eval-env NAME`` sets it).
     * ``bwrap_binary``: the bubblewrap executable for ``isolation=sandbox``.
+    * ``score_json``: whether a ``score.json`` the command wrote overrides the
+      exit code (the spec's contract, the default). ``false``: the exit code
+      alone decides, so code the command runs cannot raise the score by
+      writing that file (see :func:`ksi.eval.scoring.score_conflict`).
     """
 
     name: ClassVar[str] = "command"
@@ -123,6 +130,7 @@ class CommandEvaluator(EvaluatorBase):
     isolation: str = attrs.field(default="none", validator=_isolation)
     pass_env: tuple[str, ...] = ()
     bwrap_binary: str = "bwrap"
+    score_json: bool = True
 
     # -- how a run grades on the host ------------------------------------------
     def for_host_grading(self, *, isolation: str, pass_env: Sequence[str]) -> CommandEvaluator:
@@ -370,9 +378,15 @@ class CommandEvaluator(EvaluatorBase):
         found = read_score_file(workdir)
         if found.problem is not None:
             notes.append(found.problem)
+        elif found.score is not None and not self.score_json:
+            notes.append(SCORE_JSON_OFF_NOTE)
         elif found.score is not None:
             score = found.score
             details["score_source"] = "score.json"
+            conflict = score_conflict(proc.exit_code, score)
+            if conflict is not None:
+                details["score_conflict"] = True
+                notes.insert(0, conflict)
         return EvalResult(STATUS_SCORED, score, notes=tuple(notes), details=details, **common)
 
 

@@ -8,7 +8,13 @@ test command (on the host or inside an environment) scores exit codes and
 * a ``score.json`` holding ``{"score": x}`` with ``0 <= x <= 1`` overrides
   the exit-code score;
 * a ``score.json`` that cannot be used is ignored, and the reason is returned
-  so it can be shown to the task author instead of vanishing.
+  so it can be shown to the task author instead of vanishing;
+* a ``score.json`` giving full marks to a command that failed is still the
+  score, but :func:`score_conflict` says why it is suspect: the eval command
+  runs the agent's code, and any code in its process tree (an imported
+  module, a subprocess working in the same directory) can write that file.
+  A process cannot tell its own code from code it imported, so KSI cannot
+  know who wrote it; it can only say that the two verdicts disagree.
 """
 
 from __future__ import annotations
@@ -46,6 +52,22 @@ ORIGINAL_STATUS_WORDS = {
 def score_from_exit_code(exit_code: int) -> float:
     """1.0 for a clean exit, 0.0 for anything else (including death by a signal)."""
     return 1.0 if exit_code == 0 else 0.0
+
+
+def score_conflict(exit_code: int, score: float) -> str | None:
+    """Why a ``score.json`` score is suspect, or ``None``: full marks from a failed command.
+
+    Partial credit with a failing exit (``exit 1`` and ``0.5``) is the
+    contract at work; full marks while the tests failed is what the agent's
+    code would write to forge a grade.
+    """
+    if exit_code == 0 or score < 1.0:
+        return None
+    return (
+        f"suspect: {SCORE_FILE} gave {score:g} but the eval command exited {exit_code}; "
+        "code the eval command ran (the agent's, if it imports or runs it) may have "
+        f"written it. --evaluator-option score_json=false lets the exit code alone decide"
+    )
 
 
 @attrs.frozen

@@ -11,7 +11,9 @@ capture dropped the file that held the answer:
 * :func:`capture_changes`: every file capture dropped or restored (test
   files, ``score.json``), per attempt;
 * :func:`unchanged_attempts`: attempts whose graded repo/ equals the task's
-  starting files (the agent worked somewhere else, or did nothing).
+  starting files (the agent worked somewhere else, or did nothing);
+* :func:`suspect_scores`: attempts given full marks by a ``score.json`` while
+  their eval command failed (the agent's code may have written it).
 
 Plain values, no printing: the CLI's summary view, ``ksi check`` and the JSON
 report all read them.
@@ -24,6 +26,7 @@ import os
 import attrs
 
 from ksi.records import AttemptRecord, RunSummary, SkippedFile
+from ksi.reporting.summary import has_score_conflict
 from ksi.rundir.journal import latest_by_attempt
 
 #: Skip kinds that are capture's anti-tamper rules at work (not noise, not limits).
@@ -164,6 +167,11 @@ def unchanged_attempts(summary: RunSummary) -> tuple[AttemptRecord, ...]:
         for r in _latest(summary)
         if r.repo_changed is False and r.agent.lower() not in IDLE_AGENTS
     )
+
+
+def suspect_scores(summary: RunSummary) -> tuple[AttemptRecord, ...]:
+    """The latest attempts whose score.json gave full marks while the eval command failed."""
+    return tuple(r for r in _latest(summary) if has_score_conflict(r))
 
 
 def _latest(summary: RunSummary) -> list[AttemptRecord]:

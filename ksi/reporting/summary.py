@@ -132,7 +132,13 @@ def summarize(
         warnings=tuple(warnings),
         skipped_files=sum(_skipped(r) for r in latest.values()),
         attempts_with_skipped_files=sum(1 for r in latest.values() if _skipped(r)),
+        score_conflicts=sum(1 for r in latest.values() if has_score_conflict(r)),
     )
+
+
+def has_score_conflict(record: AttemptRecord) -> bool:
+    """Whether the attempt's score came from a score.json contradicting its eval's exit code."""
+    return record.eval is not None and record.eval.details.get("score_conflict") is True
 
 
 def _skipped(record: AttemptRecord) -> int:

@@ -14,6 +14,11 @@ path (symlinks followed):
   of the tasks file's directory is refused (write the real path instead, so
   the tasks file says plainly where the files come from).
 
+Task sources that read a directory of their own (Harbor task directories,
+Polyglot exercises, ARC task files) check it with :func:`link_problems`: a
+prompt, test or reference solution read through a symlink out of the task's
+tree would put a host file into a prompt, a container or a run.
+
 The run directory itself is checked when a run starts
 (:meth:`ksi.layout.RunLayout.check_tasks`): starting files must
 neither contain it nor lie inside it.
@@ -23,6 +28,8 @@ from __future__ import annotations
 
 from pathlib import Path, PurePath
 
+from ksi.fstree import links_leaving
+from ksi.models import Problem
 from ksi.relpaths import MAX_NAME_BYTES
 
 #: The longest path the kernel accepts (Linux ``PATH_MAX``, including the final NUL).
@@ -113,3 +120,22 @@ def workspace_dir_problem(text: str, resolved: Path, base_dir: Path) -> str:
             "tasks file says where the starting files come from"
         )
     return ""
+
+
+def link_problems(
+    root: Path, what: str, *, task_id: str | None = None, skip_hidden: bool = False
+) -> list[Problem]:
+    """A problem for every symlink below ``root`` that leads out of it.
+
+    ``what`` names the tree in the message ("the task directory"). Links that
+    stay inside are fine: they are the task's own files under another name.
+    """
+    return [
+        Problem(
+            str(root / rel),
+            f"is a symlink to {target!r}, outside {what} ({root}); a task may use only "
+            "files inside it: copy the file in instead of linking to it",
+            task_id=task_id,
+        )
+        for rel, target in links_leaving(root, skip_hidden=skip_hidden)
+    ]

@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Literal
+from typing import BinaryIO, Literal
 
 import attrs
 
+from ksi.fstree import open_file_inside
 from ksi.text import printable
 
 #: How far from the cut a line boundary is looked for (bytes).
@@ -56,25 +57,48 @@ def read_excerpt(path: Path | str, limit: int, *, end: Literal["head", "tail"] =
     A missing or unreadable file gives :data:`MISSING`; bad UTF-8 is replaced,
     never an error (an agent's output is whatever it printed).
     """
-    limit = max(0, limit)
     try:
         with open(path, "rb") as fh:
-            size = os.fstat(fh.fileno()).st_size
-            if size <= limit:
-                data = fh.read(limit)
-            elif end == "head":
-                data = fh.read(limit)
-                cut = data.rfind(b"\n", max(0, limit - _LINE_SLACK))
-                if cut != -1:
-                    data = data[: cut + 1]
-            else:
-                fh.seek(size - limit)
-                data = fh.read(limit)
-                cut = data.find(b"\n", 0, _LINE_SLACK)
-                if cut != -1:
-                    data = data[cut + 1 :]
+            return _excerpt(fh, limit, end)
     except OSError:
         return MISSING
+
+
+def read_excerpt_inside(
+    root: Path | str, rel: str, limit: int, *, end: Literal["head", "tail"] = "head"
+) -> Excerpt:
+    """:func:`read_excerpt` of ``root/rel``, a regular file reached through no symlink.
+
+    A run directory may come from someone else: a file of an attempt that is
+    a link (or sits below one) is :data:`MISSING`, never followed out of the run.
+    """
+    try:
+        fd = open_file_inside(root, rel)
+    except OSError:
+        return MISSING
+    with os.fdopen(fd, "rb") as fh:
+        try:
+            return _excerpt(fh, limit, end)
+        except OSError:
+            return MISSING
+
+
+def _excerpt(fh: BinaryIO, limit: int, end: Literal["head", "tail"]) -> Excerpt:
+    limit = max(0, limit)
+    size = os.fstat(fh.fileno()).st_size
+    if size <= limit:
+        data = fh.read(limit)
+    elif end == "head":
+        data = fh.read(limit)
+        cut = data.rfind(b"\n", max(0, limit - _LINE_SLACK))
+        if cut != -1:
+            data = data[: cut + 1]
+    else:
+        fh.seek(size - limit)
+        data = fh.read(limit)
+        cut = data.find(b"\n", 0, _LINE_SLACK)
+        if cut != -1:
+            data = data[cut + 1 :]
     text = data.decode("utf-8", errors="replace")
     return Excerpt(
         text=printable(text, multiline=True), size=size, shown=len(data), end=end, exists=True

@@ -24,12 +24,14 @@ from typing import Literal
 import attrs
 
 from ksi.errors import UserInputError
+from ksi.fstree import open_dir_inside
 from ksi.layout import RunLayout
 from ksi.records import AttemptRecord, GenerationsSummary, RunSummary, TaskSummary
+from ksi.relpaths import clean_relative_path
 from ksi.reporting.summary import summarize_run
 from ksi.rundir.run_state import RunState, load_run_state
 from ksi.view.diffs import DiffLine, FileChange, classify, file_changes
-from ksi.view.excerpt import MISSING, Excerpt, read_excerpt, text_excerpt
+from ksi.view.excerpt import MISSING, Excerpt, read_excerpt_inside, text_excerpt
 from ksi.view.generations import notes_files
 from ksi.view.verdict import TaskState, Verdict, attempt_facts, task_state, verdict
 
@@ -170,18 +172,41 @@ Listing = dict[str, tuple[str, int]]
 
 
 def _listing(root: str, attempt_dir: str) -> Listing:
-    """The files of an attempt directory and of its ``eval/`` (one ``scandir`` each)."""
+    """The files of an attempt directory and of its ``eval/`` (one ``scandir`` each).
+
+    Both directories are reached from the run directory through no symlink
+    (:func:`ksi.fstree.open_dir_inside`), and only regular files are listed,
+    so nothing outside the run is ever listed, linked or read.
+    """
     found: Listing = {}
     for sub in ("", "eval/"):
         try:
-            with os.scandir(os.path.join(root, attempt_dir, sub)) as entries:
+            fd = open_dir_inside(root, f"{attempt_dir}/{sub}")
+        except OSError:
+            continue
+        try:
+            with os.scandir(fd) as entries:
                 for entry in entries:
                     if entry.is_file(follow_symlinks=False):
                         rel = f"{attempt_dir}/{sub}{entry.name}"
                         found[sub + entry.name] = (rel, entry.stat(follow_symlinks=False).st_size)
         except OSError:
             continue
+        finally:
+            os.close(fd)
     return dict(sorted(found.items()))
+
+
+def _in_run(rec: AttemptRecord) -> AttemptRecord:
+    """``rec`` with no ``attempt_dir`` when the journal names one outside the run.
+
+    The journal is data from whoever wrote the run directory: ``../x`` or an
+    absolute path would make the view list, link and inline another
+    directory's files, and ``ksi show`` print them.
+    """
+    if rec.attempt_dir and clean_relative_path(rec.attempt_dir)[1]:
+        return attrs.evolve(rec, attempt_dir="")
+    return rec
 
 
 def _piece_sizes(rec: AttemptRecord, files: Listing, with_prompt: bool) -> list[int]:
@@ -201,7 +226,7 @@ def _read(root: str, files: Listing, piece: str, limit: int) -> Excerpt:
     if name not in files:
         return MISSING
     end: Literal["head", "tail"] = "head" if piece in ("prompt", "diff") else "tail"
-    return read_excerpt(os.path.join(root, files[name][0]), min(limit, PIECE_CAPS[piece]), end=end)
+    return read_excerpt_inside(root, files[name][0], min(limit, PIECE_CAPS[piece]), end=end)
 
 
 def _attempt_view(
@@ -272,7 +297,7 @@ def load_run_view(
     tries: dict[tuple[str, int], list[AttemptRecord]] = defaultdict(list)
     for rec in summary.records:
         if wanted is None or rec.task_id in wanted:
-            tries[(rec.task_id, rec.attempt)].append(rec)
+            tries[(rec.task_id, rec.attempt)].append(_in_run(rec))
     by_task: dict[str, list[list[AttemptRecord]]] = defaultdict(list)
     for (task_id, _), recs in sorted(tries.items(), key=lambda kv: kv[0][1]):
         by_task[task_id].append(recs)

@@ -53,6 +53,10 @@ def verdict(record: AttemptRecord, solved_threshold: float = 1.0) -> Verdict:
             label, tone = f"partial ({_score(record.score)})", "partial"
         else:
             label, tone = "failed (0.00)", "bad"
+        if ev is not None and ev.details.get("score_conflict") is True:
+            # Full marks from a score.json while the tests failed: it stays the score (the
+            # contract), but nobody should take it for a solve without looking.
+            label, tone = f"{label}, suspect", "partial"
         if ev is not None:
             source = ev.details.get("score_source")
             if source == "score.json":

@@ -23,6 +23,7 @@ from typing import Any
 
 import attrs
 
+from ksi.nesting import json_depth_problem
 from ksi_arc.grids import Grid, shape
 from ksi_arc.prompt import ANSWER_FILE, MAX_CANDIDATES
 
@@ -121,10 +122,15 @@ def read_answer(repo: Path, n_tests: int) -> list[list[Grid]]:
     path = repo / ANSWER_FILE
     if path.is_symlink() or not path.is_file():
         raise MalformedAnswer([f"repo/{ANSWER_FILE} was not written (or is not a regular file)"])
+    text = ""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+        data = json.loads(text)
     except (ValueError, OSError) as exc:
         raise MalformedAnswer([f"repo/{ANSWER_FILE} is not valid JSON: {exc}"]) from None
+    except RecursionError:
+        deep = json_depth_problem(text)
+        raise MalformedAnswer([f"repo/{ANSWER_FILE}: {deep.field}: {deep.message}"]) from None
     return parse_answer(data, n_tests)
 
 

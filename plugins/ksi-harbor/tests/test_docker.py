@@ -7,6 +7,7 @@ Needs a Docker engine and the locally built ``ksi-test/busybox`` image
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -80,6 +81,12 @@ def task(tmp_path: Path) -> TaskSpec:
 
 @pytest.fixture
 def handle(task: TaskSpec, tmp_path: Path) -> Iterator[EnvironmentHandle]:
+    with _started(task, tmp_path) as h:
+        yield h
+
+
+@contextlib.contextmanager
+def _started(task: TaskSpec, tmp_path: Path) -> Iterator[EnvironmentHandle]:
     from ksi.environments.docker import DockerEnvironment
 
     # No user option: the task's metadata makes it run as the image's user (root here).
@@ -193,3 +200,66 @@ def test_ksi_run_with_a_real_agent_working_in_app_scores_one(tmp_path: Path) -> 
         text=True,
     )
     assert left.stdout.split() == []
+
+
+def test_a_reward_the_agents_code_links_to_a_host_file_is_no_reward(
+    tmp_path: Path,
+) -> None:
+    """test.sh runs the agent's program; it makes the reward a link to a host path holding 1.
+
+    `docker cp` brings the link out as a link; followed on the host it would
+    score 1.0 and put the host file's first characters into the record.
+    """
+    host = tmp_path / "host" / "reward"
+    host.parent.mkdir()
+    host.write_text("1\nhost-secret-c0ffee\n")
+    runs_agent_code = (
+        "#!/bin/bash\nmkdir -p /logs/verifier\n"
+        "if sh /app/solution.sh; then echo 1 > /logs/verifier/reward.txt; "
+        "else echo 0 > /logs/verifier/reward.txt; fi\n"
+    )
+    task_dir = make_task(tmp_path / "tasks", dockerfile=DOCKERFILE, test_sh=runs_agent_code)
+    [task] = HarborTaskSource().load(task_dir)
+    with _started(task, tmp_path) as handle:
+        plant = f"printf 'ln -sf {host} /logs/verifier/reward.txt; exit 1\\n' > /app/solution.sh"
+        assert run(handle, plant, tmp_path, cwd="/app") == 0
+        result = HarborEvaluator().grade(
+            task, handle.host_workspace / "repo", env=handle, log_dir=tmp_path / "eval"
+        )
+    assert (result.status, result.native_score) == ("no_reward", None), result
+    assert "host-secret" not in json.dumps(result.as_dict())
+    assert not (tmp_path / "eval" / "verifier" / "reward.txt").is_symlink()
+
+
+def test_a_writer_the_agent_detached_cannot_overwrite_the_reward(
+    task: TaskSpec, handle: EnvironmentHandle, tmp_path: Path
+) -> None:
+    """The agent leaves a loop outside its exec's sweep, rewriting reward.txt with 1."""
+    writer = (
+        "env -u KSI_PROC_TAG sh -c 'while :; do mkdir -p /logs/verifier; "
+        "echo 1 > /logs/verifier/reward.txt; sleep 0.02; done' >/dev/null 2>&1 &"
+    )
+    assert run(handle, writer, tmp_path, cwd="/app") == 0
+    ps = tmp_path / "ps.txt"
+    handle.exec(
+        Invocation(argv=("ps", "-o", "pid,stat,args"), cwd="/app"),
+        timeout=30,
+        stdout_path=ps,
+        stderr_path=tmp_path / "ps-err.txt",
+        log_cap_bytes=1 << 20,
+    )
+    assert "while :" in ps.read_text()  # it survived the exec's sweep
+    result = HarborEvaluator().grade(
+        task, handle.host_workspace / "repo", env=handle, log_dir=tmp_path / "eval"
+    )
+    assert (result.status, result.native_score) == ("scored", 0.0), result
+    assert result.details["score_from"] == "reward.json:reward"
+    assert any("halted" in n and "the agent left running" in n for n in result.notes)
+    handle.exec(
+        Invocation(argv=("ps", "-o", "pid,stat,args"), cwd="/app"),
+        timeout=30,
+        stdout_path=ps,
+        stderr_path=tmp_path / "ps-err.txt",
+        log_cap_bytes=1 << 20,
+    )
+    assert "while :" not in ps.read_text()

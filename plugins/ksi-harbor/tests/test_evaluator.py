@@ -178,3 +178,70 @@ def test_binary_and_nested_solution_files_reach_solution(env: BwrapHandle, tmp_p
     assert ran.exit_code == 0, (tmp_path / "err.txt").read_text()
     assert (env.root / "solution" / "data" / "blob.bin").read_bytes() == blob
     assert grade(task, env, tmp_path).native_score == 1.0
+
+
+# test.sh runs the agent's program, as verifiers do; here the program is hostile.
+RUNS_AGENT_CODE = """\
+#!/bin/bash
+mkdir -p /logs/verifier
+if sh /app/solution.sh; then r=1; else r=0; fi
+echo $r > /logs/verifier/reward.txt
+"""
+
+
+def host_reward(tmp_path: Path) -> Path:
+    """A host file holding ``1`` and a secret: what a link out of the copied logs would read."""
+    path = tmp_path / "host" / "reward"
+    path.parent.mkdir()
+    path.write_text("1\nhost-secret-c0ffee\n")
+    return path
+
+
+def test_a_reward_linked_to_a_host_file_is_no_reward(env: BwrapHandle, tmp_path: Path) -> None:
+    host = host_reward(tmp_path)
+    task = load(make_task(tmp_path / "tasks", test_sh=RUNS_AGENT_CODE))
+    # The agent's program: make the reward a link to a host path, then fail.
+    plant = f"ln -sf {host} /logs/verifier/reward.txt; rm -f {host.parent}/*; exit 1"
+    (env.root / "app" / "solution.sh").write_text(plant + "\n")
+    result = grade(task, env, tmp_path)
+    assert (result.status, result.native_score) == ("no_reward", None), result
+    assert "host-secret" not in json.dumps(result.as_dict())
+    copied = tmp_path / "eval" / "verifier"
+    assert not (copied / "reward.txt").is_symlink() and not (copied / "reward.txt").exists()
+    assert any(
+        "deleted from the copied verifier logs" in n and "reward.txt" in n for n in result.notes
+    )
+    assert host.read_text().startswith("1")  # the host file itself is untouched
+
+
+def test_a_verifier_directory_linked_to_a_host_directory_is_not_read(
+    env: BwrapHandle, tmp_path: Path
+) -> None:
+    host = host_reward(tmp_path)
+    (host.parent / "reward.txt").write_text("1\n")
+    task = load(make_task(tmp_path / "tasks", test_sh=RUNS_AGENT_CODE))
+    plant = f"rm -rf /logs/verifier; ln -s {host.parent} /logs/verifier; exit 1"
+    (env.root / "app" / "solution.sh").write_text(plant + "\n")
+    result = grade(task, env, tmp_path)
+    assert result.native_score is None and result.status == "no_reward", result
+    assert not (tmp_path / "eval" / "verifier").is_symlink()
+    assert (host.parent / "reward.txt").read_text() == "1\n"
+
+
+@pytest.mark.parametrize(
+    ("script", "message"),
+    [
+        (
+            "python3 -c \"open('/logs/verifier/reward.json','w').write('['*30000+']'*30000)\"",
+            "too deep",
+        ),
+        ("head -c 200000 /dev/zero | tr '\\\\0' 1 > /logs/verifier/reward.txt", "too large"),
+    ],
+)
+def test_a_reward_too_deep_or_too_large_is_a_bad_reward(
+    env: BwrapHandle, tmp_path: Path, script: str, message: str
+) -> None:
+    test_sh = f"mkdir -p /logs/verifier\n{script}\n"
+    result = grade(load(make_task(tmp_path / "tasks", test_sh=test_sh)), env, tmp_path)
+    assert (result.status, result.native_score) == ("bad_reward", None), result
+    assert message in result.notes[0]

@@ -72,6 +72,9 @@ class PolyglotEvaluator(CommandEvaluator):
     #: Where JavaScript exercises' node_modules are installed on the host (one per set of
     #: dependencies); default ``$KSI_POLYGLOT_NPM_DIR`` or ``/var/tmp/ksi-polyglot-npm``.
     npm_dir: str = ""
+    #: As in Aider's benchmark, the tests' exit status alone counts: a score.json (which
+    #: the solution's own code could write while the tests import it) is ignored.
+    score_json: bool = False
 
     @property
     def rounds(self) -> int:
@@ -150,13 +153,6 @@ class PolyglotEvaluator(CommandEvaluator):
                 native_score=0.0,
                 notes=tuple(notes),
                 details=details,
-            )
-        if details.get("score_source") == "score.json":
-            notes.append("score.json ignored: only the tests' exit status counts")
-            details["score_source"] = "exit_code"
-            passed = result.exit_code == 0
-            return attrs.evolve(
-                result, native_score=1.0 if passed else 0.0, notes=tuple(notes), details=details
             )
         return attrs.evolve(result, notes=tuple(notes), details=details)
 

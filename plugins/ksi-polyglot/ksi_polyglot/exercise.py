@@ -12,7 +12,9 @@ Layout (``<checkout>/<language>/exercises/practice/<name>/``)::
 As in Aider's benchmark, the files the agent is asked to change are
 ``files.solution`` minus build files (``CMakeLists.txt``, ``Cargo.toml``),
 tests, examples and anything under ``.meta/`` or ``.docs/``. Every problem is
-collected, naming the file and the JSON path.
+collected, naming the file and the JSON path. A symlink that leads out of the
+exercise is a problem, and nothing of an exercise holding one is read: its
+instructions, tests and example would otherwise be whatever host file it names.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from typing import Any
 import attrs
 
 from ksi.models import Problem
+from ksi.nesting import json_depth_problem
+from ksi.tasks.workspace_rules import link_problems
 
 #: Never the agent's to edit, even when ``files.solution`` lists them (as in Aider's benchmark).
 BUILD_FILES = frozenset({"CMakeLists.txt", "Cargo.toml"})
@@ -114,16 +118,24 @@ def _file_list(config: Any, kind: str, where: str, problems: list[Problem]) -> l
 def read_exercise(language: str, directory: Path) -> tuple[Exercise | None, list[Problem]]:
     """The exercise in ``directory``, or every problem that keeps it from loading."""
     tid = task_id(language, directory.name)
+    links = link_problems(directory, "the exercise directory", task_id=tid)
+    if links:
+        return None, links
     problems: list[Problem] = []
     config_path = directory / ".meta" / "config.json"
     where = str(config_path)
     config: Any = None
+    text = ""
     try:
-        config = json.loads(config_path.read_text(encoding="utf-8"))
+        text = config_path.read_text(encoding="utf-8")
+        config = json.loads(text)
     except FileNotFoundError:
         problems.append(Problem(where, "is missing: every exercise needs .meta/config.json"))
     except (OSError, ValueError) as exc:
         problems.append(Problem(where, f"cannot be read as JSON: {exc}"))
+    except RecursionError:
+        deep = json_depth_problem(text)
+        problems.append(Problem(where, deep.message, f"line {deep.line}", field=deep.field))
     if config is not None and not isinstance(config, dict):
         problems.append(Problem(where, "must be a JSON object with a 'files' object"))
         config = None
