@@ -28,7 +28,9 @@ from ksi.models import EvalResult, Problem, TaskSpec, Usage
 from ksi.proc import ProcResult
 
 if TYPE_CHECKING:
-    from ksi.jobs import AttemptJob, JobOutcome
+    # The job values themselves (ksi.jobs, the contract executors import, also holds
+    # run_job, which uses these protocols: naming it here would be a circle).
+    from ksi.attempt.job import AttemptJob, JobOutcome
     from ksi.knowledge.models import DistillRequest, DistillResult, PlanRequest
 
 #: How a process started by an environment ended: the one process-result type
@@ -426,8 +428,11 @@ class Executor(Protocol):
     A job is a frozen, picklable :class:`ksi.attempt.job.AttemptJob`; running
     it is :func:`ksi.attempt.execute.run_job` (which calls
     :func:`ksi.attempt.execute.execute_attempt`), in any process or on any
-    machine. An executor never writes the journal, never retries, never
-    looks inside a record.
+    machine. An executor never writes the journal and never retries. It
+    hands back the record the job returned, unchanged, unless it ran the job
+    outside the run directory (ksi-ray on another node runs it in the node's
+    scratch directory): it then puts the attempt's files in the run directory
+    and moves the record's paths there, so the record reads as a local one.
     """
 
     name: ClassVar[str]

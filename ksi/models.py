@@ -1,8 +1,10 @@
 """The data KSI passes between its parts and writes to disk.
 
-Models are frozen attrs classes so a task or a result cannot change under a
-component that holds it; the one converter in :mod:`ksi.serialization` turns
-them into JSON and back.
+Models are frozen attrs classes: no attribute is reassigned once built (not
+even by the class itself), so a task or a result cannot change under a
+component that holds it. Their dicts (``metadata``, ``details``) are not
+copied: read them, never change them. The one converter in
+:mod:`ksi.serialization` turns models into JSON and back.
 """
 
 from __future__ import annotations
@@ -12,15 +14,13 @@ from typing import Any
 
 import attrs
 
+from ksi.compat.task_keys import same_extras, typed_part
 from ksi.errors import InvalidTaskError
-from ksi.task_metadata import has_legacy_keys, mirrored_metadata, parts_from_metadata
-from ksi.task_metadata import same_extras as _same_extras
+from ksi.errors import (
+    Problem as Problem,  # documented (and imported by plugins) as ksi.models.Problem
+)
 from ksi.task_parts import EvalSpec, Runtime, Solution, StartingFiles, TaskOrigin
 
-_NO_EVAL = EvalSpec()
-_NO_FILES = StartingFiles()
-_NO_RUNTIME = Runtime()
-_NO_ORIGIN = TaskOrigin()
 _PART_TYPES: tuple[tuple[str, type[Any]], ...] = (
     ("eval", EvalSpec),
     ("starting_files", StartingFiles),
@@ -28,6 +28,11 @@ _PART_TYPES: tuple[tuple[str, type[Any]], ...] = (
     ("origin", TaskOrigin),
     ("solution", Solution),
 )
+
+
+def _from_metadata(part: str) -> Any:
+    """The default of a typed part left out: what the original KSI's keys in ``metadata`` say."""
+    return attrs.Factory(lambda task: typed_part(task.id, task.metadata, part), takes_self=True)
 
 
 @attrs.frozen
@@ -48,25 +53,27 @@ class TaskSpec:
     * ``workspace_note``: False for tasks that do not use ``repo/`` (the
       agent's prompt then gets no note about it).
 
-    ``metadata`` holds what a plugin owns. The original's keys
-    (``task_source``, ``repo_path``, ``eval_command``, ``eval_timeout_sec`` and
-    the others in :data:`ksi.task_metadata.LEGACY_KEYS`) still work: they fill
-    any typed part left at its default; a typed part that is given wins, and
-    the keys present are rewritten to match it. Equality ignores those keys
-    (they only mirror the typed parts). A bad value raises
-    :class:`~ksi.errors.InvalidTaskError` here, when the task is built.
+    ``metadata`` holds what a plugin owns, kept as given. A typed part left
+    out is read from the original's keys in it (``task_source``,
+    ``repo_path``, ``eval_command``, ``eval_timeout_sec``, the others in
+    :data:`ksi.compat.task_keys.LEGACY_KEYS`), so the original's form builds
+    the same task; a typed part that is given is used as given. Equality
+    leaves those keys out (the typed parts say what they mean). A bad value
+    raises :class:`~ksi.errors.InvalidTaskError` when the task is built.
     """
 
     id: str
     repo: str = ""
     prompt: str = ""
-    metadata: dict[str, Any] = attrs.field(factory=dict, eq=attrs.cmp_using(eq=_same_extras))
-    eval: EvalSpec = attrs.field(default=_NO_EVAL, kw_only=True)
-    starting_files: StartingFiles = attrs.field(default=_NO_FILES, kw_only=True)
-    runtime: Runtime = attrs.field(default=_NO_RUNTIME, kw_only=True)
-    solution: Solution | None = attrs.field(default=None, kw_only=True)
-    origin: TaskOrigin = attrs.field(default=_NO_ORIGIN, kw_only=True)
-    workspace_note: bool = attrs.field(default=True, kw_only=True)
+    metadata: dict[str, Any] = attrs.field(factory=dict, eq=attrs.cmp_using(eq=same_extras))
+    eval: EvalSpec = attrs.field(default=_from_metadata("eval"), kw_only=True)
+    starting_files: StartingFiles = attrs.field(
+        default=_from_metadata("starting_files"), kw_only=True
+    )
+    runtime: Runtime = attrs.field(default=_from_metadata("runtime"), kw_only=True)
+    solution: Solution | None = attrs.field(default=_from_metadata("solution"), kw_only=True)
+    origin: TaskOrigin = attrs.field(default=_from_metadata("origin"), kw_only=True)
+    workspace_note: bool = attrs.field(default=_from_metadata("workspace_note"), kw_only=True)
 
     def __attrs_post_init__(self) -> None:
         if not (
@@ -77,13 +84,6 @@ class TaskSpec:
             and (self.solution is None or isinstance(self.solution, Solution))
         ):
             self._refuse_wrong_part_type()
-        if not self.metadata:
-            return
-        if not has_legacy_keys(self.metadata):
-            return
-        for name, value in parts_from_metadata(self).items():
-            object.__setattr__(self, name, value)
-        object.__setattr__(self, "metadata", mirrored_metadata(self))
 
     def _refuse_wrong_part_type(self) -> None:
         for name, cls in _PART_TYPES:
@@ -95,33 +95,6 @@ class TaskSpec:
                     f"(from ksi.task_parts){' or None' if name == 'solution' else ''}, "
                     f"got {type(value).__name__}"
                 )
-
-
-@attrs.frozen
-class Problem:
-    """One thing wrong with a user's input, located precisely enough to fix.
-
-    ``location`` is ``line 7`` for JSONL, ``record 3`` for a JSON array, or
-    empty when the problem is about the whole file.
-    """
-
-    file: str
-    message: str
-    location: str = ""
-    task_id: str | None = None
-    field: str = ""
-
-    def __str__(self) -> str:
-        where = self.file
-        if self.location:
-            where += f":{self.location}"
-        parts = [where]
-        if self.task_id is not None:
-            parts.append(f"task {self.task_id!r}")
-        if self.field:
-            parts.append(self.field)
-        parts.append(self.message)
-        return ": ".join(parts)
 
 
 def is_solved(score: float | None, threshold: float) -> bool:

@@ -69,16 +69,22 @@ def test_typed_form_and_metadata_form_build_equal_tasks(tmp_path: Path) -> None:
     assert original.eval == EvalSpec("python3 tests.py", 300.0)
     assert original.starting_files.directory == str(tmp_path)
     assert original.origin.source == "custom"
-    # The original's keys read back as given (the timeout as a float, as the loader gave it).
-    assert original.metadata["eval_timeout_sec"] == 300.0
-    assert isinstance(original.metadata["eval_timeout_sec"], float)
+    # The original's keys read back exactly as given: nothing is written into metadata.
+    assert original.metadata == {
+        "task_source": "custom",
+        "repo_path": str(tmp_path),
+        "eval_command": "python3 tests.py",
+        "eval_timeout_sec": 300,
+    }
+    assert isinstance(original.metadata["eval_timeout_sec"], int)
+    assert typed.metadata == {}
     assert typed != attrs.evolve(typed, eval=EvalSpec("other"))
 
 
-def test_a_given_typed_part_wins_and_the_metadata_key_is_rewritten_to_match() -> None:
+def test_a_given_typed_part_wins_and_the_metadata_is_kept_as_given() -> None:
     task = TaskSpec(id="t", eval=EvalSpec("typed"), metadata={"eval_command": "meta", "mine": 1})
     assert task.eval.command == "typed"
-    assert task.metadata == {"eval_command": "typed", "mine": 1}
+    assert task.metadata == {"eval_command": "meta", "mine": 1}
     # A part left at its default is filled from the keys (per part).
     mixed = TaskSpec(id="t", eval=EvalSpec("typed"), metadata={"docker_user": "1000:1000"})
     assert mixed.runtime.user == "1000:1000" and mixed.eval.command == "typed"

@@ -25,7 +25,6 @@ and a timeout or a shell that cannot start is unscored.
 from __future__ import annotations
 
 import posixpath
-import shutil
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -33,6 +32,7 @@ from typing import Any, ClassVar, Literal, Protocol
 
 import attrs
 
+from ksi.compat.original import evaluate as evaluate_original
 from ksi.eval.host_safety import (
     ISOLATIONS,
     check_pass_env,
@@ -41,7 +41,6 @@ from ksi.eval.host_safety import (
     require_isolation,
 )
 from ksi.eval.scoring import (
-    ORIGINAL_STATUS_WORDS,
     STATUS_MISSING_WORKSPACE,
     STATUS_NO_EVAL,
     STATUS_SCORED,
@@ -245,48 +244,17 @@ class CommandEvaluator(EvaluatorBase):
         model_output: str = "",
         runtime_meta: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
-        """Grade a task the way the original KSI did; return :meth:`EvalResult.as_dict`.
+        """Grade a task the way the original KSI did: :func:`ksi.compat.original.evaluate`.
 
-        ``status`` is the original's word (:data:`ORIGINAL_STATUS_WORDS`:
-        ``evaluated``, ``eval_timeout``, ``eval_spawn_failed``, ``no_workspace``,
-        ``no_eval_command``); :meth:`grade` and KSI's records keep KSI's own.
-
-        With ``runtime_meta["host_workspace_repo_dir"]`` that directory is
-        graded in place. Without it, a fresh copy of the task's starting files
-        (``task.starting_files``) is made in a temporary directory and
-        graded there, so the seed is never touched; the copy is removed
-        afterwards unless ``keep_workdir`` is set. ``eval_workdir`` always says
-        where the command ran (``details["eval_workdir_removed"]`` tells
-        whether it is gone). ``model_output`` is accepted and ignored.
+        The result is :meth:`EvalResult.as_dict` with the original's status
+        word (``evaluated``, ``eval_timeout``, ``eval_spawn_failed``,
+        ``no_workspace``, ``no_eval_command``); :meth:`grade` and KSI's records
+        keep KSI's own. ``runtime_meta["host_workspace_repo_dir"]`` is graded in
+        place; without it a fresh copy of the starting files is (kept with
+        ``keep_workdir``). ``model_output`` is accepted and ignored.
         """
         del model_output
-        given = (runtime_meta or {}).get("host_workspace_repo_dir")
-        if given:
-            return _original_dict(self.grade(task, Path(str(given))))
-        tmp = Path(tempfile.mkdtemp(prefix=f"ksi-eval-{_safe(task.id)}-"))
-        workdir = tmp / "repo"
-        try:
-            try:
-                task.starting_files.seed_into(workdir, task_id=task.id)
-            except Exception as exc:  # any failure to copy means nothing to grade
-                result = EvalResult(
-                    STATUS_MISSING_WORKSPACE,
-                    None,
-                    eval_workdir=str(workdir),
-                    notes=(
-                        f"could not copy the starting files of task {task.id!r} "
-                        f"({task.starting_files.describe()}): "
-                        f"{type(exc).__name__}: {exc}",
-                    ),
-                )
-            else:
-                result = self.grade(task, workdir)
-        finally:
-            if not self.keep_workdir:
-                shutil.rmtree(tmp, ignore_errors=True)
-        data = _original_dict(result)
-        data["details"]["eval_workdir_removed"] = not self.keep_workdir
-        return data
+        return evaluate_original(self, task, runtime_meta, keep_workdir=self.keep_workdir)
 
     # -- internals -------------------------------------------------------------
     def _timeout_for(self, task: TaskSpec) -> float:
@@ -407,13 +375,6 @@ class _Ran(Protocol):
     def stragglers_killed(self) -> int: ...
 
 
-def _original_dict(result: EvalResult) -> dict[str, Any]:
-    """The original KSI's result dict: KSI's statuses become the original's words."""
-    data = result.as_dict()
-    data["status"] = ORIGINAL_STATUS_WORDS.get(result.status, result.status)
-    return data
-
-
 def _relative_in(path: Path, root: Path) -> str | None:
     """``path`` relative to ``root`` as a POSIX path (``.`` for root itself), or None if outside."""
     try:
@@ -421,10 +382,6 @@ def _relative_in(path: Path, root: Path) -> str | None:
     except ValueError:
         return None
     return rel.as_posix() or "."
-
-
-def _safe(text: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in text)[:40] or "task"
 
 
 @hookimpl(trylast=True)

@@ -37,17 +37,6 @@ STATUS_MISSING_WORKSPACE = "missing_workspace"
 STATUS_SPAWN_FAILED = "spawn_failed"
 STATUS_NO_EVAL = "no_eval"
 
-#: KSI's status -> the original KSI's word for it, as ``CommandEvaluator.evaluate()``
-#: (the original's dict API) reports it. KSI's own records keep KSI's words; any
-#: status not listed (``eval_error``: KSI could not prepare the grading) is kept.
-ORIGINAL_STATUS_WORDS = {
-    STATUS_SCORED: "evaluated",
-    STATUS_TIMEOUT: "eval_timeout",
-    STATUS_SPAWN_FAILED: "eval_spawn_failed",
-    STATUS_MISSING_WORKSPACE: "no_workspace",
-    STATUS_NO_EVAL: "no_eval_command",
-}
-
 
 def score_from_exit_code(exit_code: int) -> float:
     """1.0 for a clean exit, 0.0 for anything else (including death by a signal)."""

@@ -11,13 +11,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, cast
 
+from ksi.compat.original import as_original_tasks
 from ksi.errors import ProblemsError, UserInputError
 from ksi.interfaces import TaskSource
 from ksi.kinds import TASK_SOURCE
 from ksi.models import Problem, TaskSpec
 from ksi.options import create_component
 from ksi.plugins import registry
-from ksi.tasks.original import as_original_tasks
 
 DEFAULT_TASK_SOURCE = "custom"
 

@@ -34,6 +34,7 @@ from typing import Any, ClassVar
 
 import attrs
 
+from ksi.compat.original import legacy_metadata
 from ksi.errors import TaskLoadError, problems_header
 from ksi.models import Problem, TaskSpec
 from ksi.task_parts import EvalSpec, Runtime, Solution, StartingFiles, TaskOrigin
@@ -83,11 +84,30 @@ def find_task_dirs(path: Path) -> tuple[list[Path], list[Problem]]:
     return dirs, []
 
 
+#: The original KSI's metadata keys a Harbor task's ``metadata`` holds (README).
+_KSI_KEYS = (
+    "task_source",
+    "repo_path",
+    "eval_command",
+    "eval_timeout_sec",
+    "agent_timeout_sec",
+    "docker_image",
+    "dockerfile",
+    "docker_context",
+    "agent_workdir",
+    "workspace_note",
+    "cpus",
+    "memory_mb",
+    "docker_user",
+    "docker_capabilities",
+)
+
+
 def to_task_spec(task: HarborTask, *, prefer_dockerfile: bool = False) -> TaskSpec:
     """The KSI task for one Harbor task: KSI's typed parts, plus Harbor's own metadata.
 
     ``metadata`` keeps every key the README documents; those that are KSI's
-    (``eval_command``, ``docker_image``, ``cpus``...) mirror the typed parts.
+    (``eval_command``, ``docker_image``, ``cpus``...) are read from the typed parts.
     """
     solution: Solution | None = None
     solution_note = ""
@@ -117,22 +137,7 @@ def to_task_spec(task: HarborTask, *, prefer_dockerfile: bool = False) -> TaskSp
         workdir=task.workdir,
         agent_timeout_sec=task.agent_timeout_sec,
     )
-    metadata: dict[str, Any] = {
-        # KSI's keys, kept for readers of the README's list (they mirror the typed parts).
-        "task_source": "harbor",
-        "repo_path": "",
-        "eval_command": "",
-        "eval_timeout_sec": None,
-        "agent_timeout_sec": None,
-        "docker_image": None,
-        "dockerfile": None,
-        "docker_context": None,
-        "agent_workdir": None,
-        "workspace_note": False,
-        "cpus": None,
-        "memory_mb": None,
-        "docker_user": None,
-        "docker_capabilities": None,
+    own: dict[str, Any] = {
         "solution": {"files": None, "command": solution.command} if solution else None,
         # Harbor's own.
         "build_timeout_sec": task.build_timeout_sec,
@@ -151,11 +156,11 @@ def to_task_spec(task: HarborTask, *, prefer_dockerfile: bool = False) -> TaskSp
             "solution_note": solution_note,
         },
     }
-    return TaskSpec(
+    spec = TaskSpec(
         id=task.id,
         repo="",
         prompt=task.instruction,
-        metadata=metadata,
+        metadata=own,
         eval=EvalSpec("bash /tests/test.sh", task.verifier_timeout_sec),
         # KSI's repo/ starts empty: the starting files live in the image.
         starting_files=StartingFiles(directory=_empty_repo()),
@@ -164,6 +169,8 @@ def to_task_spec(task: HarborTask, *, prefer_dockerfile: bool = False) -> TaskSp
         origin=TaskOrigin(source="harbor", file=str(task.task_dir.absolute())),
         workspace_note=False,
     )
+    # KSI's keys, for readers of the README's list: what the typed parts say.
+    return attrs.evolve(spec, metadata={**legacy_metadata(spec, _KSI_KEYS), **own})
 
 
 @attrs.define
