@@ -1,0 +1,174 @@
+"""The package's shape: no import circle, and the core never imports the layers above it.
+
+Read from the source with :mod:`ast`, so every import counts: module-level,
+inside a function, and under ``if TYPE_CHECKING:`` (a circle there still
+means two modules that cannot be understood apart). An import by name only
+(``importlib.import_module(f"ksi.cli.{name}")``) is not seen.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+KSI = Path(__file__).resolve().parent.parent / "ksi"
+
+#: What runs attempts and runs, and the command line: the core never imports these.
+UPPER = (
+    "ksi.attempt",
+    "ksi.runs",
+    "ksi.rundir",
+    "ksi.generations",
+    "ksi.reporting",
+    "ksi.cli",
+)
+#: The core, besides ksi/*.py: the packages a task, a note or the original API is made of.
+CORE_PACKAGES = ("ksi.tasks", "ksi.knowledge", "ksi.compat")
+#: Top-level modules that are not core: the package's door (lazy names), ``python -m
+#: ksi``, the executor contract (it names the attempt it runs), and the old paths.
+NOT_CORE = {"ksi", "ksi.__main__", "ksi.jobs", "ksi._moved"}
+#: Core imports of an upper layer's names for annotations only (under TYPE_CHECKING), and why.
+ANNOTATIONS_ONLY = {
+    ("ksi.interfaces", "ksi.attempt.job"): "the executor protocol names the job it moves",
+}
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(KSI.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _modules() -> dict[str, Path]:
+    return {_module_name(p): p for p in sorted(KSI.rglob("*.py"))}
+
+
+def _imports(name: str, path: Path, known: dict[str, Path]) -> Iterator[tuple[str, int]]:
+    """``(ksi module imported, line)`` for every import statement anywhere in ``path``."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name in known:
+                    yield alias.name, node.lineno
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")
+                anchor = anchor[: len(anchor) - node.level + 1]
+                base = ".".join([*anchor, base] if base else anchor)
+            for alias in node.names:
+                # ``from ksi.cli import app`` imports a module; ``from ksi.cli import main``
+                # runs the package's __init__.
+                sub = f"{base}.{alias.name}"
+                target = sub if sub in known else base
+                if target in known:
+                    yield target, node.lineno
+
+
+def _graph() -> dict[str, dict[str, int]]:
+    known = _modules()
+    graph: dict[str, dict[str, int]] = {}
+    for name, path in known.items():
+        edges = graph.setdefault(name, {})
+        for target, line in _imports(name, path, known):
+            if target != name:
+                edges.setdefault(target, line)
+    return graph
+
+
+def _cycles(graph: dict[str, dict[str, int]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in graph[node]:
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                on_stack.discard(top)
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def _within(name: str, prefixes: tuple[str, ...]) -> bool:
+    return any(name == p or name.startswith(p + ".") for p in prefixes)
+
+
+def test_no_import_circle() -> None:
+    graph = _graph()
+    report = []
+    for component in _cycles(graph):
+        members = set(component)
+        report.append(
+            " <-> ".join(component)
+            + "\n"
+            + "\n".join(
+                f"    {src}:{line} imports {dst}"
+                for src in component
+                for dst, line in sorted(graph[src].items())
+                if dst in members
+            )
+        )
+    assert not report, "import circles:\n" + "\n".join(report)
+
+
+def test_the_core_imports_nothing_above_it() -> None:
+    graph = _graph()
+    core = [
+        name
+        for name, path in _modules().items()
+        if (path.parent == KSI and name not in NOT_CORE) or _within(name, CORE_PACKAGES)
+    ]
+    assert "ksi.models" in core and "ksi.tasks.custom" in core
+    climbs = [
+        f"{src}:{line} imports {dst}"
+        for src in sorted(core)
+        for dst, line in sorted(graph[src].items())
+        if _within(dst, UPPER) and (src, dst) not in ANNOTATIONS_ONLY
+    ]
+    assert not climbs, "the core imports a layer above it:\n" + "\n".join(climbs)
+    for src, dst in ANNOTATIONS_ONLY:
+        assert dst in _annotation_imports(_modules()[src]), f"{src} imports {dst} at run time"
+
+
+def _annotation_imports(path: Path) -> set[str]:
+    """Modules imported under ``if TYPE_CHECKING:`` in ``path``."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING":
+            for inner in ast.walk(node):
+                if isinstance(inner, ast.ImportFrom) and inner.module:
+                    found.add(inner.module)
+    return found
+
+
+def test_the_checks_see_a_circle_and_a_climb(tmp_path: Path) -> None:
+    # The graph must hold the kinds of import the two tests rely on.
+    graph = _graph()
+    assert "ksi.models" in graph["ksi.tasks.custom"]  # from-import at module level
+    assert "ksi.cli.app" in graph["ksi.cli"]  # a package's __init__
+    assert _cycles({"a": {"b": 1}, "b": {"c": 1}, "c": {"a": 1}, "d": {}}) == [["a", "b", "c"]]
