@@ -7,8 +7,10 @@ one-line message and exit code 2, from a bug, which deserves a traceback.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-import attrs
+if TYPE_CHECKING:
+    from ksi.problems import Problem
 
 
 class KsiError(Exception):
@@ -25,35 +27,6 @@ class UserInputError(KsiError):
     """
 
     exit_code = 2
-
-
-@attrs.frozen
-class Problem:
-    """One thing wrong with a user's input, located precisely enough to fix.
-
-    ``location`` is ``line 7`` for JSONL, ``record 3`` for a JSON array, or
-    empty when the problem is about the whole file. It lives beside the
-    errors that carry it (:class:`ProblemsError`); ``ksi.models.Problem`` is
-    the same class.
-    """
-
-    file: str
-    message: str
-    location: str = ""
-    task_id: str | None = None
-    field: str = ""
-
-    def __str__(self) -> str:
-        where = self.file
-        if self.location:
-            where += f":{self.location}"
-        parts = [where]
-        if self.task_id is not None:
-            parts.append(f"task {self.task_id!r}")
-        if self.field:
-            parts.append(self.field)
-        parts.append(self.message)
-        return ": ".join(parts)
 
 
 #: What a tasks-file header says happened (one wording for every task source).

@@ -16,9 +16,9 @@ import attrs
 
 from ksi.compat.task_keys import same_extras, typed_part
 from ksi.errors import InvalidTaskError
-from ksi.errors import (
-    Problem as Problem,  # documented (and imported by plugins) as ksi.models.Problem
-)
+
+# Documented (and imported by plugins) as ksi.models.Problem.
+from ksi.problems import Problem as Problem
 from ksi.task_parts import EvalSpec, Runtime, Solution, StartingFiles, TaskOrigin
 
 _PART_TYPES: tuple[tuple[str, type[Any]], ...] = (

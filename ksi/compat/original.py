@@ -23,7 +23,7 @@ from typing import Any
 import attrs
 
 from ksi.compat.task_keys import LEGACY_KEYS
-from ksi.errors import Problem, TaskLoadError
+from ksi.errors import TaskLoadError
 from ksi.eval.scoring import (
     STATUS_MISSING_WORKSPACE,
     STATUS_NO_EVAL,
@@ -33,6 +33,7 @@ from ksi.eval.scoring import (
 )
 from ksi.interfaces import Evaluator
 from ksi.models import EvalResult, TaskSpec
+from ksi.problems import Problem
 from ksi.tasks.prompts import agent_prompt
 
 #: The keys the original's loaders put in every task's ``metadata``.

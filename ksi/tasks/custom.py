@@ -19,10 +19,10 @@ from typing import Any, ClassVar
 import attrs
 
 from ksi.compat.original import as_original_tasks
-from ksi.errors import Problem, TaskLoadError, problems_header
+from ksi.errors import TaskLoadError, problems_header
 from ksi.fileops import write_files
 from ksi.hookspecs import hookimpl
-from ksi.models import TaskSpec
+from ksi.models import Problem, TaskSpec
 from ksi.task_parts import EvalSpec, Solution, StartingFiles, TaskOrigin
 from ksi.tasks.schema import TaskRecord, parse_tasks_file
 
