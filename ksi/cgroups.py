@@ -47,10 +47,6 @@ class Cgroup:
         """A descriptor on ``cgroup.procs``: a child writes ``0`` to it to join (see proc)."""
         return os.open(self.path / "cgroup.procs", os.O_WRONLY | os.O_CLOEXEC)
 
-    def contains(self, pid: int) -> bool:
-        """True when ``pid`` is in this cgroup (or one below it)."""
-        return pid in self.pids()
-
     def pids(self) -> list[int]:
         """Every process in this cgroup and the cgroups below it (nested KSI runs)."""
         found: list[int] = []

@@ -90,10 +90,6 @@ class AgentAuthError(KsiError):
     exit_code = 3
 
 
-class EvaluationError(KsiError):
-    """An evaluator could not grade an attempt for a reason outside the attempt."""
-
-
 class EnvironmentFailure(KsiError):
     """An environment could not be prepared, started or cleaned up."""
 

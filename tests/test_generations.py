@@ -25,7 +25,7 @@ from ksi.errors import RunError, UserInputError
 from ksi.generations.phases import read_phases
 from ksi.hookspecs import hookimpl
 from ksi.knowledge.models import DistillRequest, DistillResult, Knowledge, Note, PlanRequest
-from ksi.knowledge.render import render_for_task
+from ksi.knowledge.render import IndexedNotes
 from ksi.knowledge.store import read_knowledge, write_knowledge
 from tests.docker_support import needs_bwrap
 from tests.run_helpers import journal_lines, write_tasks
@@ -212,7 +212,7 @@ def test_knowledge_budget_bounds_what_one_attempt_receives(tmp_path: Path) -> No
             assert r["knowledge"] is not None
     stored = read_knowledge(tmp_path / "run", 1)
     assert stored is not None
-    rendered = render_for_task(stored, "greet", 600)
+    rendered = IndexedNotes.of(stored).render("greet", 600)
     assert 0 < len(rendered.text.encode()) <= 600 and rendered.left_out > 0
 
 

@@ -112,11 +112,6 @@ def cancel_session(session_id: str) -> None:
         t.join()
 
 
-def is_cancelled(session_id: str) -> bool:
-    with _REGISTRY.lock:
-        return session_id in _REGISTRY.cancelled
-
-
 def forget_session(session_id: str) -> None:
     """Drop what the registry holds about a finished session."""
     with _REGISTRY.lock:

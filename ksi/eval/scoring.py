@@ -63,10 +63,9 @@ def score_conflict(exit_code: int, score: float) -> str | None:
 class ScoreFile:
     """What a ``score.json`` said: a usable score, or why it was ignored.
 
-    ``present`` is False when there was no file at all (not a problem).
+    Neither (both ``None``) when there was no file at all, which is not a problem.
     """
 
-    present: bool
     score: float | None = None
     problem: str | None = None
 
@@ -75,32 +74,31 @@ def read_score_file(workdir: Path) -> ScoreFile:
     """Read ``workdir/score.json`` as the eval command left it; never raises."""
     path = workdir / SCORE_FILE
     if not path.exists() and not path.is_symlink():
-        return ScoreFile(present=False)
+        return ScoreFile()
     where = f"{SCORE_FILE} ignored"
     if path.is_symlink() or not path.is_file():
-        return ScoreFile(True, problem=f"{where}: it is not a regular file")
+        return ScoreFile(problem=f"{where}: it is not a regular file")
     try:
         size = path.stat().st_size
         if size > MAX_SCORE_FILE_BYTES:
             return ScoreFile(
-                True, problem=f"{where}: {size} bytes is over the {MAX_SCORE_FILE_BYTES}-byte limit"
+                problem=f"{where}: {size} bytes is over the {MAX_SCORE_FILE_BYTES}-byte limit"
             )
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError:
-        return ScoreFile(True, problem=f"{where}: it is not UTF-8 text")
+        return ScoreFile(problem=f"{where}: it is not UTF-8 text")
     except OSError as exc:
-        return ScoreFile(True, problem=f"{where}: cannot read it ({exc.strerror or exc})")
+        return ScoreFile(problem=f"{where}: cannot read it ({exc.strerror or exc})")
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         return ScoreFile(
-            True,
             problem=f"{where}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}",
         )
     except RecursionError:
-        return ScoreFile(True, problem=f"{where}: its JSON is nested too deeply to read")
+        return ScoreFile(problem=f"{where}: its JSON is nested too deeply to read")
     except ValueError:  # the only other one: an integer over Python's 4300-digit limit
-        return ScoreFile(True, problem=f"{where}: a number in it has more than 4300 digits")
+        return ScoreFile(problem=f"{where}: a number in it has more than 4300 digits")
     return _score_from_json(data)
 
 
@@ -108,13 +106,12 @@ def _score_from_json(data: object) -> ScoreFile:
     where = f"{SCORE_FILE} ignored"
     expected = 'expected an object like {"score": 0.5}'
     if not isinstance(data, dict):
-        return ScoreFile(True, problem=f"{where}: {expected}, got a JSON {_json_type(data)}")
+        return ScoreFile(problem=f"{where}: {expected}, got a JSON {_json_type(data)}")
     if "score" not in data:
-        return ScoreFile(True, problem=f'{where}: no "score" key; {expected}')
+        return ScoreFile(problem=f'{where}: no "score" key; {expected}')
     value = data["score"]
     if isinstance(value, bool) or not isinstance(value, int | float):
         return ScoreFile(
-            True,
             problem=f'{where}: "score" must be a number from 0 to 1, got a JSON '
             f"{_json_type(value)} ({_short_json(value)})",
         )
@@ -124,11 +121,10 @@ def _score_from_json(data: object) -> ScoreFile:
         score = math.inf
     if not math.isfinite(score) or not 0.0 <= score <= 1.0:
         return ScoreFile(
-            True,
             problem=f'{where}: "score" must be between 0 and 1 inclusive, got {_short_json(value)}',
         )
     # -0.0 passes the range check; shown as "-0.00" it looks like a bug, so it is 0.0.
-    return ScoreFile(True, score=score + 0.0)
+    return ScoreFile(score=score + 0.0)
 
 
 def _short_json(value: object) -> str:

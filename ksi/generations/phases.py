@@ -21,7 +21,6 @@ from ksi.records import now
 from ksi.serialization import dumps_line, from_data
 
 PHASES_FILE = "generations.jsonl"
-PHASE_KINDS = ("started", "distilled")
 
 
 @attrs.frozen

@@ -155,11 +155,6 @@ class IndexedNotes:
         )
 
 
-def render_for_task(knowledge: Knowledge, task_id: str, budget_bytes: int) -> RenderedNotes:
-    """``KNOWLEDGE.md`` for one attempt at ``task_id``: its notes, then shared ones."""
-    return IndexedNotes.of(knowledge).render(task_id, budget_bytes)
-
-
 def _render(task_id: str, own: list[Note], shared: list[Note], budget_bytes: int) -> RenderedNotes:
     parts = [_TITLE]
     # Room for the line saying how many notes were left out: the budget holds it too.

@@ -32,7 +32,7 @@ from typing import Any
 
 from ksi import kinds as _kinds
 from ksi.kinds import ComponentKind, kind_named
-from ksi.plugins.builtins import BUILTIN_HOOKS, DEFAULT_PLUGINS
+from ksi.plugins.builtins import BUILTIN_HOOKS
 from ksi.plugins.hooks import Hooks, ObserverHook
 from ksi.plugins.manager import HOOK_PREFIX, call_order, precedence
 from ksi.plugins.report import IN_PROCESS, LoadError, PluginInfo
@@ -41,7 +41,6 @@ from ksi.registry import Registry
 
 __all__ = [
     "BUILTIN_HOOKS",
-    "DEFAULT_PLUGINS",
     "HOOK_PREFIX",
     "IN_PROCESS",
     "KINDS",

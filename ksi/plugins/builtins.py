@@ -37,7 +37,6 @@ BUILTIN_HOOKS: dict[str, tuple[str, ...]] = {
     "ksi.generations.agent_distiller": ("ksi_register_distillers",),
     "ksi.observers.report": ("ksi_run_started", "ksi_attempt_finished", "ksi_run_finished"),
 }
-DEFAULT_PLUGINS: tuple[str, ...] = tuple(BUILTIN_HOOKS)
 
 
 def _argnames(function: Callable[..., Any]) -> list[str]:

@@ -53,10 +53,6 @@ PIECE_FILES = {
     "agent_stdout": "agent.stdout.log",
     "agent_stderr": "agent.stderr.log",
 }
-#: Full eval logs, linked beside the record's tails.
-EVAL_LOGS = {"eval_stdout": "eval/eval.stdout.log", "eval_stderr": "eval/eval.stderr.log"}
-#: Skipped paths listed per attempt in a view (the record has up to 200, and counts).
-MAX_SKIPS_SHOWN = 50
 
 
 def fair_limit(sizes: Sequence[int], budget: int) -> int:
@@ -138,8 +134,6 @@ class RunView:
     tasks: tuple[TaskView, ...]
     #: Components as the records name them (the config may leave them to the task source).
     components: dict[str, str]
-    #: The per-piece limit the budget allowed (bytes).
-    piece_limit: int
     #: Generation -> run-relative path of the notes it distilled (``knowledge/<g>/KNOWLEDGE.md``).
     notes: dict[int, str] = attrs.field(factory=dict)
 
@@ -354,7 +348,6 @@ def load_run_view(
         summary=summary,
         tasks=tuple(tasks),
         components=_components(state, summary.records),
-        piece_limit=limit,
         notes=notes,
     )
 
