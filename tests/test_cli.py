@@ -16,7 +16,7 @@ import typer.main
 from test_plugins import Site, ksi_cli, site  # noqa: F401  (site is a fixture)
 
 from ksi.cli import build_app
-from ksi.cli.app import BUILTIN_COMMANDS
+from ksi.cli.startup import BUILTIN_COMMANDS
 
 
 def _names(app: typer.Typer) -> list[str]:
