@@ -59,6 +59,7 @@ def __dir__() -> list[str]:
 
 def run(*args: Any, **kwargs: Any) -> RunSummary:
     """Run agents on tasks; see :func:`ksi.runs.api.run` for the arguments."""
+    # start-up: `import ksi` imports only the version; the runner on first call
     from ksi.runs.api import run as _run
 
     return _run(*args, **kwargs)

@@ -156,7 +156,7 @@ def _safe(label: str) -> str:
     """``label`` when it is a plain word, else a digest of it (no ``-``, ``/``, dots...)."""
     if re.fullmatch(r"[A-Za-z0-9_]{1,64}", label):
         return label
-    import hashlib  # rarely needed: not imported with the CLI
+    import hashlib  # start-up: rarely needed, not imported with the CLI
 
     return hashlib.sha256(label.encode()).hexdigest()[:16]
 

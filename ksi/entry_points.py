@@ -128,6 +128,7 @@ def _from_directory(path: str, group: str) -> list[tuple[str, EntryPoint | None]
 
 
 def _from_archive(path: str, group: str) -> list[tuple[str, EntryPoint | None]]:
+    # start-up: importlib.metadata only for a zip file on sys.path
     import importlib.metadata as md
 
     found: list[tuple[str, EntryPoint | None]] = []

@@ -114,6 +114,7 @@ class Endpoint:
     @classmethod
     def from_url(cls, url: str) -> Endpoint:
         """The endpoint of an ``http(s)://host[:port]/...`` URL (port 80/443 when unnamed)."""
+        # start-up: only when an endpoint is checked
         from urllib.parse import urlsplit
 
         parts = urlsplit(url)
@@ -124,6 +125,7 @@ class Endpoint:
     @property
     def is_loopback(self) -> bool:
         """Whether the host is a loopback IP address (a name, even ``localhost``, is not)."""
+        # start-up: only when an endpoint is checked
         import ipaddress
 
         try:

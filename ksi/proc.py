@@ -105,6 +105,7 @@ def _become_subreaper() -> bool:
     global _SUBREAPER
     if _SUBREAPER is None:
         try:
+            # start-up: ctypes only where the kernel call is made
             import ctypes
 
             libc = ctypes.CDLL(None, use_errno=True)

@@ -267,6 +267,7 @@ def _import_module(kind: str, ref: str, target: str) -> ModuleType:
 
 
 def _import_file(kind: str, ref: str, path: Path) -> ModuleType:
+    # start-up: only for a component defined outside a module
     import hashlib
     import importlib.util
 

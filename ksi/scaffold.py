@@ -15,8 +15,10 @@ from pathlib import Path
 
 import attrs
 
+from ksi._version import __version__
 from ksi.errors import UserInputError
 from ksi.kinds import EVALUATOR, TASK_SOURCE
+from ksi.plugins import get_plugins
 
 TEMPLATES = Path(__file__).resolve().parent / "scaffold_templates" / "package"
 _NAME = re.compile(r"^[a-z][a-z0-9]*(?:-[a-z0-9]+)*$")
@@ -60,8 +62,6 @@ def ksi_range() -> str:
     ``ksi>=0.1,<0.2`` for KSI 0.1.x (before 1.0 a minor release may break
     plugins), ``ksi>=1.4,<2`` for 1.4.x.
     """
-    from ksi._version import __version__
-
     parts = [int(p) if p.isdigit() else 0 for p in __version__.split("+")[0].split(".")[:2]]
     major, minor = [*parts, 0, 0][:2]
     upper = f"0.{minor + 1}" if major == 0 else str(major + 1)
@@ -86,8 +86,6 @@ SCAFFOLD_KINDS = (TASK_SOURCE, EVALUATOR)
 
 def refuse_reserved(names: PluginNames) -> None:
     """A name KSI's own task sources or evaluators use would lose to the built-in (exit 2)."""
-    from ksi.plugins import get_plugins
-
     state = get_plugins()
     for kind in SCAFFOLD_KINDS:
         if names.name in state.builtin_names(kind):

@@ -172,3 +172,56 @@ def test_the_checks_see_a_circle_and_a_climb(tmp_path: Path) -> None:
     assert "ksi.models" in graph["ksi.tasks.custom"]  # from-import at module level
     assert "ksi.cli.app" in graph["ksi.cli"]  # a package's __init__
     assert _cycles({"a": {"b": 1}, "b": {"c": 1}, "c": {"a": 1}, "d": {}}) == [["a", "b", "c"]]
+    lazy = tmp_path / "lazy.py"
+    lazy.write_text(
+        "def f():\n    import json\n\n"
+        "def g():\n    # start-up: only when asked\n    import json\n\n    from os import sep\n"
+    )
+    assert [hit.rpartition(":")[0] for hit in _lazy_imports_without_reason(lazy)] == [f"{lazy}:2"]
+
+
+#: What a function-level import may be for; its comment says which.
+LAZY_REASONS = ("start-up", "optional", "heavy")
+
+
+def _in_import_run(line: str) -> bool:
+    text = line.strip()
+    return not text or text.startswith(("import ", "from ", ")"))
+
+
+def _lazy_imports_without_reason(path: Path) -> Iterator[str]:
+    """``file:line`` of each import inside a function with no comment giving its reason.
+
+    The comment sits at the end of the import's line or on the line above the
+    imports it heads (one comment may head several consecutive imports, blank
+    lines between them included).
+    """
+    lines = path.read_text(encoding="utf-8").splitlines()
+    tree = ast.parse("\n".join(lines))
+    for fn in ast.walk(tree):
+        if not isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        for node in ast.walk(fn):
+            if not isinstance(node, ast.Import | ast.ImportFrom):
+                continue
+            own = lines[node.lineno - 1 : node.end_lineno]
+            above = node.lineno - 2
+            while above >= 0 and (
+                not lines[above].strip()
+                or lines[above].strip().startswith(("import ", "from ", ")"))
+            ):
+                above -= 1
+            heading = lines[above] if above >= 0 else ""
+            comments = [line.partition("#")[2] for line in [*own, heading] if "#" in line]
+            if not any(reason in c for c in comments for reason in LAZY_REASONS):
+                where = path.relative_to(KSI.parent) if path.is_relative_to(KSI.parent) else path
+                yield f"{where}:{node.lineno}: {own[0].strip()}"
+
+
+def test_every_function_level_import_says_why() -> None:
+    missing = [hit for path in _modules().values() for hit in _lazy_imports_without_reason(path)]
+    assert not missing, (
+        "an import inside a function is only for start-up time or a heavy optional "
+        "dependency, and says which in a comment (# start-up: ..., # optional: ...):\n"
+        + "\n".join(missing)
+    )

@@ -24,6 +24,7 @@ from ksi.text import printable
 
 def run_id_of(run_dir: Path) -> str:
     """The run id of ``run_dir``: ``run_id`` in its ``run.json``, else the directory's name."""
+    # start-up: not needed for `ksi cleanup --help`
     from ksi.layout import RunLayout
     from ksi.rundir.run_state import load_run_state
 
@@ -41,6 +42,7 @@ def run_id_of(run_dir: Path) -> str:
 
 
 def _environments(only: list[str]) -> list[tuple[str, Any]]:
+    # start-up: not needed for `ksi cleanup --help`
     from ksi.plugins import registry
 
     reg = registry("environment")

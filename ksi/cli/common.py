@@ -41,6 +41,7 @@ def complete_names(kind: str) -> Callable[[str], list[tuple[str, str]]]:
     """
 
     def complete(incomplete: str) -> list[tuple[str, str]]:
+        # start-up: only the commands that use it pay for it
         from ksi.plugins import registry
 
         try:
@@ -186,6 +187,7 @@ def task_selection(
     task_id: list[str] | None, exclude: list[str] | None = None, limit: int | None = None
 ) -> TaskSelection:
     """The :class:`TaskSelection` the selection options of a command make."""
+    # start-up: only the commands that use it pay for it
     from ksi.tasks.selection import TaskSelection
 
     return TaskSelection(include=tuple(task_id or ()), exclude=tuple(exclude or ()), limit=limit)

@@ -93,9 +93,9 @@ def _relative_to(base: Path, raw: Any, converted: Any) -> Any:
 
 def load_defaults(path: Path, command: Any, ctx: Any) -> dict[str, Any]:
     """Parameter name -> value from the TOML file at ``path``, checked against ``command``."""
-    import tomllib  # only when a file is given
+    import tomllib  # start-up: only when a file is given
 
-    from ksi.models import Problem  # not at import: `ksi run --help` need not build the models
+    from ksi.models import Problem  # start-up: `ksi run --help` need not build the models
 
     try:
         text = path.read_text(encoding="utf-8")

@@ -74,6 +74,7 @@ def grade_workspace(
     (exit 2) for anything the user can fix: a missing path, an unknown task
     id, source or evaluator, bad options.
     """
+    # start-up: not needed for `ksi grade --help`
     from ksi.tasks.loaders import get_task_source
 
     if not workspace.is_dir():
@@ -128,6 +129,7 @@ def grade_workspace(
 
 def _find_task(tasks: Sequence[TaskSpec], patterns: Sequence[str], tasks_path: Path) -> TaskSpec:
     """The one task the ``--task-id`` patterns pick (the selection every command shares)."""
+    # start-up: not needed for `ksi grade --help`
     from ksi.tasks.selection import TaskSelection
 
     selection = TaskSelection(include=tuple(patterns))

@@ -25,6 +25,7 @@ from typing import Annotated, Any
 
 import typer
 
+from ksi.cli.app import Settings
 from ksi.cli.run_flags_cache import cache_file
 from ksi.entry_points import normalize
 from ksi.errors import KsiError, UserInputError
@@ -45,6 +46,7 @@ class InstallError(KsiError):
 
 def _pip_available() -> bool:
     try:
+        # optional: only asks whether this Python has pip
         import pip  # noqa: F401
     except ImportError:
         return False
@@ -116,8 +118,6 @@ FAILURE_TAIL_LINES = 30
 
 def _verbose(flag: bool) -> bool:
     """``-v`` on the command or on ``ksi`` itself."""
-    from ksi.cli.app import Settings
-
     return flag or Settings.verbose
 
 

@@ -21,6 +21,7 @@ def export_command(
     ],
 ) -> None:
     """Write the run's newest notes to a bundle file for `ksi run --seed-knowledge`."""
+    # start-up: not needed for `ksi knowledge --help`
     from ksi.knowledge.store import bundle_data, export_bundle
     from ksi.layout import RunLayout, refuse_own_file
     from ksi.rundir.run_state import load_run_state

@@ -124,6 +124,7 @@ def _plain_line(info: PluginInfo) -> str:
 
 
 def _print_table(infos: list[PluginInfo]) -> None:
+    # heavy (start-up): rich, only to print to a terminal
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text
@@ -166,6 +167,7 @@ def new(
     ] = None,
 ) -> None:
     """Generate a working plugin package: entry point, task source, evaluator, tests."""
+    # start-up: not needed for `ksi plugins --help`
     from ksi.scaffold import create_plugin
 
     names, target, written = create_plugin(name, directory)

@@ -69,12 +69,14 @@ def _tasks_path_value(path: Path | None) -> str | None:
 
 
 def _progress() -> Progress:
+    # start-up: `ksi run --help` imports no runner
     from ksi.runs.progress import PlainProgress, RichProgress
 
     return RichProgress() if is_tty() else PlainProgress()
 
 
 def _parse_wipe(value: str) -> bool:
+    # start-up: `ksi run --help` imports no runner
     from ksi.options import parse_bool
 
     try:
@@ -286,6 +288,7 @@ def run_command(
     Options may come from a TOML file (-c run.toml) and, for the common ones,
     from KSI_* environment variables; the command line wins over both.
     """
+    # start-up: `ksi run --help` imports no runner
     from ksi.attempt.safety import EVAL_ISOLATION_CHOICES
     from ksi.layout import RunLayout
     from ksi.options import parse_key_values
@@ -357,6 +360,7 @@ def run_command(
         for name, kind in ctx.meta.get(SHORTCUT_PARAMS, {}).items():
             if _given(ctx, name):
                 given.add(SHORTCUT_FIELDS[kind])
+        # start-up: `ksi run --help` imports no runner
         import attrs
 
         config_fields = {f.name for f in attrs.fields(RunConfig)}
@@ -392,6 +396,7 @@ def run_command(
         typer.echo(f"warning: {printable(problem, multiline=True)}", err=True)
     _print_summary(summary)
     if runner.auth_failure:
+        # start-up: `ksi run --help` imports no runner
         from ksi.errors import AgentAuthError
 
         raise AgentAuthError(runner.auth_failure)
@@ -430,6 +435,7 @@ def _print_plan(plan: RunPlan, *, tasks_path: str | None) -> None:
 
 
 def _print_summary(summary: Any) -> None:
+    # start-up: `ksi run --help` imports no runner
     from ksi.cli.summary_view import print_summary
 
     print_summary(summary, rich_output=is_tty())
@@ -504,6 +510,7 @@ def report_command(
     ] = None,
 ) -> None:
     """Print a run's summary again, from its journal alone (table, JSON, CSV or Markdown)."""
+    # start-up: `ksi run --help` imports no runner
     from ksi.reporting.report import build_report
     from ksi.reporting.summary import summarize_run
 
@@ -519,6 +526,7 @@ def report_command(
     if fmt == "table":
         _print_summary(summary)
         return
+    # start-up: `ksi run --help` imports no runner
     from ksi.view import tables
 
     if fmt == "csv":
@@ -562,6 +570,7 @@ def regrade_command(
     --task-id, --exclude and --limit choose among the run's tasks; the others
     keep their records.
     """
+    # start-up: `ksi run --help` imports no runner
     from ksi.options import parse_key_values
     from ksi.runs.regrade import regrade_run
 
@@ -601,6 +610,7 @@ def check_command(
     passes with no work at all. A task with no reference solution is run by
     nop only and listed as not checked. Exit code 1 when any task is broken.
     """
+    # start-up: `ksi run --help` imports no runner
     from ksi.options import parse_key_values
     from ksi.rundir.config import default_concurrency
     from ksi.runs.check import check_tasks
@@ -623,10 +633,12 @@ def check_command(
         )
     finally:
         if run_dir is None:  # a temporary directory: nothing is left in /tmp
+            # start-up: `ksi run --help` imports no runner
             from ksi.fstree import remove_tree
 
             remove_tree(base)
     if run_dir is None:
+        # start-up: `ksi run --help` imports no runner
         import attrs
 
         result = attrs.evolve(result, oracle_run="", nop_run="")
@@ -708,6 +720,7 @@ def _register(app: typer.Typer, rows: Mapping[str, Sequence[Row]]) -> None:
 
 def register(app: typer.Typer) -> None:
     """The commands, ``ksi run`` with the flags every installed component declares now."""
+    # start-up: `ksi run --help` imports no runner
     from ksi.cli.run_flags_cache import rows_from_plugins
 
     _register(app, rows_from_plugins(list(_SHORTCUTS_AFTER)))
@@ -716,9 +729,10 @@ def register(app: typer.Typer) -> None:
 def register_for_help(app: typer.Typer) -> bool:
     """The commands, ``ksi run``'s component flags from the help cache; False: no valid cache.
 
-    The root command uses this only to print help (:mod:`ksi.cli.app`), and
+    The root command uses this only to print help (:mod:`ksi.cli.startup`), and
     registers the commands anew with :func:`register` for anything else.
     """
+    # start-up: `ksi run --help` imports no runner
     from ksi.cli.run_flags_cache import cached_rows
 
     rows = cached_rows(list(_SHORTCUTS_AFTER))

@@ -10,7 +10,7 @@ written to a small JSON file, and the next ``ksi run --help`` reads them from
 it (:func:`cached_rows`).
 
 Only help is ever served from the cache: a ``ksi run`` that runs parses its
-command line against the flags the plugins declare now (:mod:`ksi.cli.app`
+command line against the flags the plugins declare now (:mod:`ksi.cli.startup`
 decides, with click's own parser, whether the arguments ask for help).
 
 The cache is used only while nothing it was built from has changed, so stale
@@ -147,6 +147,7 @@ def save(rows: dict[str, list[Row]], modules: Iterable[ModuleType]) -> None:
             return
         files[name] = stamp
     data = {"installation": _installation(), "files": files, "rows": rows}
+    # start-up: only when the flags are read from the plugins
     from ksi.fileops import write_json_atomic
 
     # A read-only home, a full disk, an unencodable path: help just stays as slow as without.
@@ -171,6 +172,7 @@ def rows_from_plugins(kinds: Sequence[str]) -> dict[str, list[Row]]:
     has one).
     """
     before = set(sys.modules)
+    # start-up: only when the flags are read from the plugins
     from ksi.plugins import IN_PROCESS, get_plugins
 
     state = get_plugins()

@@ -57,12 +57,14 @@ _DIFF_STYLE = {
 
 
 def _console() -> Console:
+    # heavy (start-up): rich, only to print to a terminal
     from rich.console import Console
 
     return Console(highlight=False, width=None if is_tty() else 120)
 
 
 def _text(value: object, style: str = "") -> Text:
+    # heavy (start-up): rich, only to print to a terminal
     from rich.text import Text
 
     return Text(printable(str(value)), style=style)
@@ -83,6 +85,7 @@ def print_run(view: RunView) -> None:
 
 def print_task(view: RunView, task: TaskView) -> None:
     """A task: its state, its prompt's start, and one line per attempt with why it ended so."""
+    # heavy (start-up): rich, only to print to a terminal
     from rich.table import Table
 
     console = _console()
@@ -213,6 +216,7 @@ def print_attempt(view: RunView, task: TaskView, attempt: AttemptView) -> None:
 
 def print_comparison(comparison: Comparison, *, show_all: bool) -> None:
     """Per-run totals, what differs in the configs, then one row per task (flipped first)."""
+    # heavy (start-up): rich, only to print to a terminal
     from rich.table import Table
 
     console = _console()

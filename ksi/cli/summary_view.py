@@ -282,6 +282,7 @@ def _print_table(
     title: str, header: list[str], rows: list[list[str]], lines: list[str], *, rich_output: bool
 ) -> None:
     if rich_output:
+        # heavy (start-up): rich, only to print to a terminal
         from rich.console import Console
         from rich.table import Table
         from rich.text import Text
@@ -317,6 +318,7 @@ def _print_summary(summary: RunSummary, *, rich_output: bool) -> None:
     rows = [_cells(t, with_cost, progress.get(t.task_id)) for t in summary.tasks[:MAX_TASK_ROWS]]
     more = _more_line(summary)
     if rich_output:
+        # heavy (start-up): rich, only to print to a terminal
         from rich.console import Console
         from rich.table import Table
         from rich.text import Text

@@ -40,6 +40,7 @@ tasks_app = typer.Typer(
 
 def _source_options(given: list[str] | None) -> dict[str, str]:
     """``--task-source-option KEY=VALUE`` values as the source's options."""
+    # start-up: not needed for `ksi tasks --help`
     from ksi.options import parse_key_values
 
     return parse_key_values(given or [], "--task-source-option")
@@ -86,6 +87,7 @@ def validate(
     warns (on stderr, exit 0) about reference solutions that write a file
     capture would drop or restore before grading (a new test_*.py...).
     """
+    # start-up: not needed for `ksi tasks --help`
     from ksi.protected_files import ProtectRule
     from ksi.tasks.solution_capture import solution_capture_warnings
 

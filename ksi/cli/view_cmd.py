@@ -47,6 +47,7 @@ def view_command(
     each task's score in each run, flipped tasks first. Needs Jinja2: pip install
     'ksi[view]'.
     """
+    # start-up: not needed for `ksi view --help`
     from ksi.layout import refuse_own_file
     from ksi.view.html import write_report
     from ksi.view.runs import load_run_view
@@ -61,6 +62,7 @@ def view_command(
     typer.echo(f"wrote {written} ({size / 1024:.0f} KB)")
     uri = written.resolve().as_uri()
     if open_browser:
+        # start-up: not needed for `ksi view --help`
         import webbrowser
 
         if not webbrowser.open(uri):
@@ -85,6 +87,7 @@ def show_command(
     each ended as it did; ksi show RUN TASK ATTEMPT shows that attempt in full (long logs
     are cut, with the path of the whole file).
     """
+    # start-up: not needed for `ksi view --help`
     from ksi.cli.show_view import print_attempt, print_run, print_task
     from ksi.view.runs import load_run_view
 
@@ -118,6 +121,7 @@ def compare_command(
     solved_threshold: ThresholdOption = None,
 ) -> None:
     """Compare runs task by task: best score in each, the change, flipped tasks first."""
+    # start-up: not needed for `ksi view --help`
     from ksi.layout import RunLayout
     from ksi.reporting.summary import summarize_run
     from ksi.rundir.run_state import load_run_state
@@ -139,6 +143,7 @@ def compare_command(
         data["lost"] = list(comparison.lost)
         echo_json(data)
         return
+    # start-up: not needed for `ksi view --help`
     from ksi.cli.show_view import print_comparison
 
     print_comparison(comparison, show_all=show_all)

@@ -128,6 +128,7 @@ _NETWORK_NAME = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.-]*$")
 
 def container_name(run_id: str, task_id: str, attempt: int, role: str = "") -> str:
     """A readable, valid, unique container name for an attempt (``ksi-<run>-<task>-<n>-<hash>``)."""
+    # start-up: listing components imports this module; this only when used
     import hashlib
 
     digest = hashlib.sha1(f"{run_id}\0{task_id}\0{attempt}\0{role}".encode()).hexdigest()[:8]
@@ -371,6 +372,7 @@ class DockerHandle:
         dest = posixpath.normpath(posixpath.join(self.workspace_path, env_dest))
         # A tar stream unpacked by the container's own user, so the files belong to the uid the
         # agent runs as (`docker cp` makes them root's, and `cp -a` needs getent in the image).
+        # start-up: listing components imports this module; this only when used
         import tarfile
 
         buf = io.BytesIO()
@@ -438,6 +440,7 @@ class DockerHandle:
         with self._lock:
             if self._halted or self._stopped:
                 return
+            # start-up: listing components imports this module; this only when used
             import http.client
 
             from ksi.environments.engine_api import EngineAPIError
@@ -489,6 +492,7 @@ class DockerHandle:
             if self.give_back_workspace and not self._halted:
                 self._give_back_workspace()
             if self.api is not None:
+                # start-up: listing components imports this module; this only when used
                 import http.client
 
                 from ksi.environments.engine_api import EngineAPIError
@@ -718,6 +722,7 @@ class DockerEnvironment(EnvironmentBase):
     def _start_by_api(
         self, api: EngineAPI, spec: ContainerSpec, body: dict[str, Any], ctx: AttemptContext
     ) -> None:
+        # start-up: listing components imports this module; this only when used
         import http.client
 
         from ksi.environments.engine_api import EngineAPIError
@@ -741,6 +746,7 @@ class DockerEnvironment(EnvironmentBase):
         """The daemon's API when it is the CLI's own daemon (checked once), else None."""
         if not self.use_engine_api:
             return None
+        # start-up: listing components imports this module; this only when used
         from ksi.environments.engine_api import EngineAPI, engine_api_for
 
         with self._lock:

@@ -109,6 +109,7 @@ def ensure_image(binary: str, ref: str, used_by: Sequence[str] = ()) -> None:
 
 def context_hash(dockerfile: Path, context: Path) -> str:
     """A hash of the Dockerfile and every file of its build context (path, mode, content)."""
+    # start-up: listing components imports this module; this only when used
     import hashlib
 
     h = hashlib.sha256()

@@ -273,7 +273,7 @@ class SandboxHandle(LocalHandle):
         if self.network != "endpoints" or not invocation.endpoints:
             yield self._process(invocation)
             return
-        # Imported here: the relay's asyncio costs `ksi run --help` ~20 ms.
+        # start-up: the relay's asyncio costs `ksi run --help` ~20 ms.
         from ksi.environments.sandbox_net import HostRelay
 
         with HostRelay(invocation.endpoints) as relay:

@@ -75,6 +75,7 @@ class _Worker:
 
 
 def _start_worker() -> _Worker:
+    # start-up: listing components imports this module; this only when used
     from multiprocessing.connection import Connection
 
     job_r, job_w = os.pipe()
@@ -161,6 +162,7 @@ class ProcessExecutor:
         self._workers[self._workers.index(worker)] = _start_worker()
 
     def as_completed(self, timeout: float | None = None) -> Iterator[JobOutcome]:
+        # start-up: listing components imports this module; this only when used
         from multiprocessing.connection import wait
 
         while True:
@@ -248,6 +250,7 @@ def _on_cancel(signum: int, frame: FrameType | None) -> None:
 
 
 def _cancel_in_thread(session_id: str) -> None:
+    # start-up: listing components imports this module; this only when used
     from ksi.jobs import cancel_session
 
     threading.Thread(target=cancel_session, args=(session_id,), daemon=True).start()
@@ -257,6 +260,7 @@ def _die_with_parent() -> None:
     """SIGKILL this worker when the driver dies (Linux), as its threads would die with it."""
     parent = os.getppid()
     with contextlib.suppress(Exception):
+        # start-up: listing components imports this module; this only when used
         import ctypes
 
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
@@ -270,6 +274,7 @@ def serve(job_fd: int, record_fd: int) -> None:
     _die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the driver's to handle
     signal.signal(signal.SIGUSR1, _on_cancel)
+    # start-up: listing components imports this module; this only when used
     from multiprocessing.connection import Connection
 
     from ksi.jobs import cancel_session, run_job

@@ -204,6 +204,7 @@ class AgentDistiller:
     def __attrs_post_init__(self) -> None:
         # A bad JSON object, an unknown agent or missing credentials stop the run
         # before it starts, not after a generation of attempts.
+        # start-up: listing components imports this module; this only when used
         import os
 
         from ksi.attempt.components import resolve
@@ -252,6 +253,7 @@ class AgentDistiller:
 
     def _run_agent(self, request: DistillRequest) -> Any:
         """One attempt of the agent on the evidence task, in ``request.workdir``."""
+        # start-up: listing components imports this module; this only when used
         from ksi.attempt.components import resolve
         from ksi.attempt.envscrub import agent_optional_env, scrubbed_env
         from ksi.attempt.execute import run_job
@@ -298,6 +300,7 @@ class AgentDistiller:
         try:
             return run_job(job)
         finally:
+            # start-up: listing components imports this module; this only when used
             from ksi.attempt.execute import forget_components
 
             forget_components(job.session_id)

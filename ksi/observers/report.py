@@ -27,6 +27,7 @@ def _write(run: RunInfo) -> None:
     target = run.config.get("output_json")
     if not target:
         return
+    # start-up: listing components imports this module; this only when used
     from ksi.reporting.report import build_report
 
     with _lock:

@@ -10,18 +10,39 @@ then in load order, so a clash is blamed on the newcomer.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ksi.errors import PluginError
 from ksi.kinds import ENVIRONMENT, ComponentKind
+from ksi.plugins.hooks import Hooks
+from ksi.plugins.report import Failures, PluginInfo
 from ksi.registry import Registry, component_name
 
 if TYPE_CHECKING:
     from ksi.plugins.hooks import Registrar
-    from ksi.plugins.state import PluginState
 
 
-def collect(state: PluginState, kind: ComponentKind[Any]) -> Registry:
+class LoadedPlugins(Protocol):
+    """What collecting components and adding commands read of the loaded plugins.
+
+    :class:`~ksi.plugins.state.PluginState` is the one there is; it calls
+    :func:`collect` and :func:`~ksi.plugins.commands.add_commands`, so they name
+    it by what they use rather than import it (that would be a circle).
+    """
+
+    @property
+    def infos(self) -> Mapping[str, PluginInfo]: ...
+    @property
+    def failures(self) -> Failures: ...
+    @property
+    def hooks(self) -> Hooks: ...
+    def describe(self, plugin_name: str) -> str: ...
+    def is_builtin(self, plugin_name: str) -> bool: ...
+    def plugin_failed(self, plugin: str, stage: str, exc: BaseException, late: str) -> None: ...
+
+
+def collect(state: LoadedPlugins, kind: ComponentKind[Any]) -> Registry:
     """A new registry of ``kind`` from every loaded plugin; what failed goes to ``state``."""
     reg = Registry(
         kind,

@@ -11,14 +11,13 @@ from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
 from ksi.errors import PluginError
+from ksi.plugins.collect import LoadedPlugins
 
 if TYPE_CHECKING:
     import typer
 
-    from ksi.plugins.state import PluginState
 
-
-def add_commands(state: PluginState, cli: typer.Typer, *, reserved: Collection[str] = ()) -> None:
+def add_commands(state: LoadedPlugins, cli: typer.Typer, *, reserved: Collection[str] = ()) -> None:
     """Let every plugin add commands to ``cli``; see the module docstring."""
     state.failures.start("command")
     taken = {name: "" for name in reserved}

@@ -116,7 +116,7 @@ class Failures:
 
 
 def _format_traceback(exc: BaseException) -> str:
-    import traceback  # only when a plugin fails: it is slow to import
+    import traceback  # start-up: only when a plugin fails (slow to import)
 
     return "".join(traceback.format_exception(exc))
 

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import attrs
 
+from ksi.generations.figures import summarize_generations
 from ksi.layout import RunLayout
 from ksi.records import AttemptRecord, RunSummary, TaskSummary, is_solved
 from ksi.rundir.journal import (
@@ -179,7 +180,6 @@ def summarize_run(
     )
     if int(config.get("generations", 1)) <= 1:
         return summary
-    from ksi.generations.figures import summarize_generations
 
     generations = summarize_generations(
         layout.root,

@@ -138,6 +138,7 @@ class RichProgress(_Counts):
 
     def __init__(self) -> None:
         super().__init__()
+        # heavy (start-up): rich, only for a terminal
         from rich.progress import (
             BarColumn,
             MofNCompleteColumn,
@@ -145,6 +146,8 @@ class RichProgress(_Counts):
             TimeElapsedColumn,
             TimeRemainingColumn,
         )
+
+        # heavy (start-up): rich, only for a terminal
         from rich.progress import Progress as _RichProgress
 
         self._bar = _RichProgress(

@@ -26,6 +26,7 @@ from ksi.records import AttemptRecord, RunSummary, Timings, now
 from ksi.reporting.summary import summarize_run
 from ksi.rundir.journal import Journal, latest_by_attempt, read_records
 from ksi.rundir.run_state import load_run_state
+from ksi.tasks.loaders import get_task_source
 from ksi.tasks.selection import TaskSelection
 
 
@@ -41,8 +42,6 @@ def regrade_run(
     """Grade every attempt of ``run_dir`` again (of the tasks ``selection`` keeps);
     ``eval_env``/``eval_isolation`` default to the run's own (``auto`` isolates when
     the run's agent ran isolated)."""
-    from ksi.tasks.loaders import get_task_source
-
     layout = RunLayout(Path(run_dir).resolve())
     state = load_run_state(layout)
     config = state.config

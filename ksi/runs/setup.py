@@ -40,6 +40,7 @@ from ksi.plugins import get_plugins
 from ksi.rundir.config import RunConfig, resume_mismatches, task_set_fingerprint
 from ksi.rundir.run_state import RunState, load_run_state, save_run_state
 from ksi.runs.job_template import ComponentSpecs
+from ksi.tasks.loaders import get_task_source
 
 
 @attrs.frozen
@@ -105,8 +106,6 @@ def resolve_run(
 def _load_tasks(
     config: RunConfig, given: Sequence[TaskSpec] | None
 ) -> tuple[list[TaskSpec], TaskSource | None]:
-    from ksi.tasks.loaders import get_task_source
-
     source = None
     if given is not None:
         tasks = list(given)

@@ -9,12 +9,12 @@ is in the message.
 
 from __future__ import annotations
 
+from ksi.plugins import registry
+
 
 def sources_for_suffix(suffix: str, *, besides: str = "custom") -> str:
     """A sentence naming the task sources that read ``suffix`` files ("" when unsure)."""
     try:
-        from ksi.plugins import registry
-
         sources = [reg for reg in registry("task source") if reg.name != besides]
     except Exception:  # a broken plugin set must not hide the original problem
         return ""

@@ -49,6 +49,7 @@ INSTALL_HINT = "pip install 'ksi[view]'"
 
 def _environment() -> Any:
     try:
+        # optional: jinja2 and markupsafe (the `view` extra)
         import jinja2
         import markupsafe
     except ImportError as exc:
@@ -164,6 +165,7 @@ def render_report(runs: Sequence[RunView], out_path: Path) -> str:
     if not runs:
         raise ValueError("render_report needs at least one run")
     env = _environment()
+    # optional: jinja2 and markupsafe (the `view` extra)
     import markupsafe
 
     out_dir = out_path.resolve().parent
