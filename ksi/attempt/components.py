@@ -1,11 +1,13 @@
 """Looking up and instantiating a run's components by name (or taking objects as given).
 
-What comes out is typed: an :class:`~ksi.interfaces.Agent`,
-:class:`~ksi.interfaces.Environment` or :class:`~ksi.interfaces.Evaluator`.
-An object that lacks a required method is refused here, naming it; one that
-leaves out an optional member (a quick agent class given to :func:`ksi.run`
-with no ``check_tasks`` or ``required_env``) gets the documented default, so
-the runner never has to ask an object what it can do.
+:func:`resolve` builds a component of any kind (agent, environment, evaluator,
+executor, strategy, distiller...) from a registered name, a class or a ready
+instance, typed by its kind (:mod:`ksi.kinds`). One that lacks a required
+method is refused here, naming it; one that leaves out an optional member (a
+quick agent class given to :func:`ksi.run` with no ``check_tasks`` or
+``required_env``) gets the kind's documented default, so the runner never has
+to ask an object what it can do (an evaluator's feedback rounds, an optional
+protocol of its own, are asked in one place: :attr:`Components.feedback`).
 """
 
 from __future__ import annotations
