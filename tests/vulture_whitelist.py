@@ -37,6 +37,8 @@ _.load_tasks_for_source
 _.cancel_all
 _.copy_in
 _.copy_out
+# Kept for code that read it from ksi.attempt.components (ksi.kinds declares it now).
+_.OPTION_FLAGS
 
 # Fields written to run.json, generations.jsonl, the journal or --json output, and
 # read by the reports, the viewer's templates (ksi/view/templates) or the tests.
@@ -59,6 +61,8 @@ _.x_ticks
 _.y_ticks
 _.flipped
 _.show_generations
+# attrs compares it (order=True): retries ready at the same time keep their order.
+_.sequence
 
 # Being replaced by an enum on another branch.
 _.ATTEMPT_STATUSES

@@ -4,7 +4,9 @@
 typed and naming the hook by its spec function in :mod:`ksi.hookspecs` (or by
 a :class:`~ksi.kinds.ComponentKind`, which holds that function), so a
 misspelt hook or argument is a mypy error, not a string that fails at run
-time. KSI calls each plugin's implementation on its own, in pluggy's order
+time; the lifecycle observers share one, :meth:`Hooks.observe`, whose hook
+name is checked the same way (a :data:`ObserverHook`). KSI calls each
+plugin's implementation on its own, in pluggy's order
 (:func:`~ksi.plugins.manager.call_order`), so one plugin that raises is
 skipped alone.
 """
@@ -24,8 +26,6 @@ if TYPE_CHECKING:
     import typer
 
     from ksi.kinds import ComponentKind
-    from ksi.knowledge.models import Knowledge
-    from ksi.records import AttemptRecord, RunInfo, RunSummary
 
 #: The lifecycle hooks, for code that names one (:meth:`Hooks.observe`).
 ObserverHook = Literal[
@@ -96,29 +96,6 @@ class Hooks:
         return [CommandAdder(i.plugin_name, i) for i in impls]
 
     # -- lifecycle observers: each returns the failures, never raises them ----
-    def run_started(self, run: RunInfo) -> list[str]:
-        return self._observe(hookspecs.ksi_run_started, run=run)
-
-    def attempt_finished(self, run: RunInfo, record: AttemptRecord) -> list[str]:
-        return self._observe(hookspecs.ksi_attempt_finished, run=run, record=record)
-
-    def generation_started(
-        self, run: RunInfo, generation: int, task_ids: tuple[str, ...]
-    ) -> list[str]:
-        return self._observe(
-            hookspecs.ksi_generation_started, run=run, generation=generation, task_ids=task_ids
-        )
-
-    def generation_finished(
-        self, run: RunInfo, generation: int, knowledge: Knowledge | None
-    ) -> list[str]:
-        return self._observe(
-            hookspecs.ksi_generation_finished, run=run, generation=generation, knowledge=knowledge
-        )
-
-    def run_finished(self, run: RunInfo, summary: RunSummary) -> list[str]:
-        return self._observe(hookspecs.ksi_run_finished, run=run, summary=summary)
-
     def observe(self, hook: ObserverHook, **kwargs: Any) -> list[str]:
         """A lifecycle hook named by code that passes it along (its name is still checked)."""
         spec: Callable[..., None] = getattr(hookspecs, hook)

@@ -45,11 +45,6 @@ class PluginState:
         """Every failure so far, loading first, then per kind in lookup order."""
         return self.failures.all
 
-    @property
-    def load_errors(self) -> list[LoadError]:
-        """Failures while importing or registering plugins."""
-        return self.failures.load
-
     def load(self) -> None:
         """Register the default plugins, then the entry points the environment allows."""
         load_all(self.pm, self.infos, self.failures)
