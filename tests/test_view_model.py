@@ -13,7 +13,7 @@ from ksi.rundir.run_state import load_run_state
 from ksi.view.chart import percent_line_chart
 from ksi.view.compare import compare_runs, run_labels
 from ksi.view.diffs import classify, file_changes
-from ksi.view.excerpt import read_excerpt, text_excerpt
+from ksi.view.excerpt import read_excerpt_inside, text_excerpt
 from ksi.view.generations import learning_tasks, newly_solved_ids, notes_given
 from ksi.view.runs import fair_limit, load_run_view
 from ksi.view.verdict import verdict
@@ -33,21 +33,21 @@ def test_fair_limit_shows_small_pieces_whole_and_shares_the_rest() -> None:
 def test_an_excerpt_of_a_log_keeps_its_end_cut_at_a_line_and_says_so(tmp_path: Path) -> None:
     log = tmp_path / "agent.stdout.log"
     log.write_text("".join(f"line {i}\n" for i in range(10_000)))
-    tail = read_excerpt(log, 2000, end="tail")
+    tail = read_excerpt_inside(tmp_path, log.name, 2000, end="tail")
     assert tail.cut and tail.size == log.stat().st_size and tail.shown <= 2000
     assert tail.text.endswith("line 9999\n")
     assert tail.text.startswith("line ")  # no half line at the cut
-    head = read_excerpt(log, 2000, end="head")
+    head = read_excerpt_inside(tmp_path, log.name, 2000, end="head")
     assert head.text.startswith("line 0\n") and head.text.endswith("\n") and head.cut
-    whole = read_excerpt(log, 10**9)
+    whole = read_excerpt_inside(tmp_path, log.name, 10**9)
     assert not whole.cut and whole.omitted == 0
-    assert not read_excerpt(tmp_path / "missing.log", 100).exists
+    assert not read_excerpt_inside(tmp_path, "missing.log", 100).exists
 
 
 def test_an_excerpt_shows_control_characters_as_text(tmp_path: Path) -> None:
     log = tmp_path / "log"
     log.write_bytes(b"\x1b[31mred\x1b[0m\n\xff bad utf-8\n\xe2\x80\xae rtl\n")
-    text = read_excerpt(log, 1000).text
+    text = read_excerpt_inside(tmp_path, log.name, 1000).text
     assert "\\x1b[31mred\\x1b[0m" in text and "\x1b" not in text
     assert "\ufffd bad utf-8" in text
     assert "\\u202e rtl" in text

@@ -37,6 +37,11 @@ _.load_tasks_for_source
 _.cancel_all
 _.copy_in
 _.copy_out
+# Helpers for task sources and evaluators that read untrusted trees (the in-repo plugins).
+_.drop_links
+_.json_depth_problem
+_.toml_depth_problem
+_.link_problems
 # Kept for code that read it from ksi.attempt.components (ksi.kinds declares it now).
 _.OPTION_FLAGS
 

@@ -1,7 +1,7 @@
 """Bounded, display-safe pieces of files an attempt wrote (logs, prompt, diff).
 
 A report never inlines a log in full: an agent that printed a gigabyte must
-not make a gigabyte page. :func:`read_excerpt` reads at most ``limit`` bytes
+not make a gigabyte page. :func:`read_excerpt_inside` reads at most ``limit`` bytes
 (the head of a diff or a prompt, where the story starts; the tail of a log,
 where it ends), cuts at a line boundary when one is near, and says how much
 was left out, so the page can say so next to a link to the whole file.
@@ -51,26 +51,15 @@ class Excerpt:
 MISSING = Excerpt(text="", size=0, shown=0, exists=False)
 
 
-def read_excerpt(path: Path | str, limit: int, *, end: Literal["head", "tail"] = "head") -> Excerpt:
-    """At most ``limit`` bytes of ``path`` (its start or its end), as printable text.
-
-    A missing or unreadable file gives :data:`MISSING`; bad UTF-8 is replaced,
-    never an error (an agent's output is whatever it printed).
-    """
-    try:
-        with open(path, "rb") as fh:
-            return _excerpt(fh, limit, end)
-    except OSError:
-        return MISSING
-
-
 def read_excerpt_inside(
     root: Path | str, rel: str, limit: int, *, end: Literal["head", "tail"] = "head"
 ) -> Excerpt:
-    """:func:`read_excerpt` of ``root/rel``, a regular file reached through no symlink.
+    """At most ``limit`` bytes of ``root/rel`` (its start or its end), as printable text.
 
-    A run directory may come from someone else: a file of an attempt that is
-    a link (or sits below one) is :data:`MISSING`, never followed out of the run.
+    A missing or unreadable file gives :data:`MISSING`; bad UTF-8 is replaced,
+    never an error (an agent's output is whatever it printed). A run directory
+    may come from someone else: a file of an attempt that is a link (or sits
+    below one) is :data:`MISSING` too, never followed out of the run.
     """
     try:
         fd = open_file_inside(root, rel)
