@@ -487,6 +487,66 @@ def test_unreadable_live_repo_is_reported_as_unreadable_not_deleted(tmp_path: Pa
     assert out["files"] == ["test_x.py"]
 
 
+def test_unreadable_workspace_is_reported_as_such_not_as_a_deleted_repo(tmp_path: Path) -> None:
+    """``chmod 000`` on the workspace (repo/'s parent) keeps capture out of an intact repo/."""
+    seed = tmp_path / "seed"
+    seed.mkdir()
+    (seed / "test_x.py").write_text("assert True\n")
+    workspace = tmp_path / "workspace"
+    live = workspace / "repo"
+    live.mkdir(parents=True)
+    (live / "work.py").write_text("x = 1\n")
+    workspace.chmod(0o000)
+    args = [str(live), str(seed), str(tmp_path / "dest")]
+    try:
+        proc = subprocess.run(
+            [*_unprivileged(), sys.executable, "-c", _CHILD_ROOT, *args],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+    finally:
+        workspace.chmod(0o755)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    reason = out["skipped"]["."]
+    assert "unreadable" in reason and "Permission denied" in reason, reason
+    assert "permissions of its workspace" in reason and "mode 0000" in reason, reason
+    assert "deleted" not in reason and "missing" not in reason
+    assert out["unreadable"] and not out["missing"]
+    assert out["counts"] == {"repo_unreadable": 1}
+    assert out["files"] == ["test_x.py"]
+
+
+def test_deleted_workspace_is_named_in_the_reason(trees: tuple[Path, Path, Path]) -> None:
+    seed, live, dest = trees
+    shutil.rmtree(live.parent)
+    report = capture_repo(live, seed, dest)
+    reason = skipped_map(report)["."]
+    assert "the agent deleted its workspace" in reason, reason
+    assert report.repo_missing and not report.repo_unreadable
+    assert report.skipped_counts == {"repo_missing": 1}
+    files = sorted(str(p.relative_to(dest)) for p in dest.rglob("*") if p.is_file())
+    assert files == ["tests/conftest.py", "tests/test_app.py"]
+
+
+def test_workspace_swapped_for_a_symlink_is_not_followed(
+    trees: tuple[Path, Path, Path], tmp_path: Path
+) -> None:
+    """repo/ would otherwise be read from wherever the link points."""
+    seed, live, dest = trees
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "repo").mkdir(parents=True)
+    (elsewhere / "repo" / "loot.txt").write_text("not yours\n")
+    shutil.rmtree(live.parent)
+    live.parent.symlink_to(elsewhere, target_is_directory=True)
+    report = capture_repo(live, seed, dest)
+    reason = skipped_map(report)["."]
+    assert "replaced its workspace" in reason and "symlink (not followed)" in reason, reason
+    assert not (dest / "loot.txt").exists()
+    assert report.repo_missing
+
+
 def test_skipped_list_is_capped_but_every_skip_is_counted(
     trees: tuple[Path, Path, Path],
 ) -> None:

@@ -544,6 +544,8 @@ class _LiveWalk:
 
     def _open_root(self) -> int | None:
         """The live repo/ opened without following a link, or None (and why, listed)."""
+        if self._workspace_unusable(None):
+            return None
         try:
             return open_root(self.live)
         except OSError as exc:
@@ -551,13 +553,14 @@ class _LiveWalk:
         tally = self.tally
         try:
             st = os.lstat(self.live)
-        except OSError:
-            tally.repo_missing = True
-            tally.skip(
-                ".",
-                "repo_missing",
-                "repo/ missing: the agent deleted it; only the seed's test files remain",
-            )
+        except OSError as exc:
+            if not self._workspace_unusable(exc):
+                tally.repo_missing = True
+                tally.skip(
+                    ".",
+                    "repo_missing",
+                    "repo/ missing: the agent deleted it; only the seed's test files remain",
+                )
             return None
         if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
             tally.repo_missing = True
@@ -572,6 +575,58 @@ class _LiveWalk:
             f"(mode {stat.S_IMODE(st.st_mode):04o}); only the seed's test files remain",
         )
         return None
+
+    def _workspace_unusable(self, failure: OSError | None) -> bool:
+        """Whether repo/'s parent (the workspace) keeps capture out; if so, list why.
+
+        An agent may delete its whole workspace or ``chmod 000`` it rather
+        than repo/ itself: the record then says that, not that repo/ was
+        deleted. A workspace swapped for a symlink is not followed (repo/
+        would be read from wherever it points). ``failure`` is why repo/
+        itself could not be looked at, None before it was tried.
+        """
+        tally = self.tally
+        workspace = os.path.dirname(self.live)
+        try:
+            st = os.lstat(workspace)
+        except FileNotFoundError:
+            tally.repo_missing = True
+            tally.skip(
+                ".",
+                "repo_missing",
+                "repo/ missing: the agent deleted its workspace (repo/'s parent directory); "
+                "only the seed's test files remain",
+            )
+            return True
+        except OSError as exc:
+            if failure is None:
+                return False  # repo/ may still open: the workspace's own parent is not ours
+            st, failure = None, exc
+        if st is not None and not stat.S_ISDIR(st.st_mode):
+            tally.repo_missing = True
+            kind = "a symlink (not followed)" if stat.S_ISLNK(st.st_mode) else "not a directory"
+            tally.skip(
+                ".",
+                "repo_missing",
+                f"repo/ missing: the agent replaced its workspace (repo/'s parent directory) "
+                f"with {kind}; only the seed's test files remain",
+            )
+            return True
+        if failure is None or failure.errno == errno.ENOENT:
+            return False
+        where = (
+            f"its workspace (repo/'s parent directory, mode {stat.S_IMODE(st.st_mode):04o})"
+            if st is not None
+            else "a directory above its workspace"
+        )
+        tally.repo_unreadable = True
+        tally.skip(
+            ".",
+            "repo_unreadable",
+            f"repo/ unreadable ({_why(failure)}): the agent removed the permissions of {where}; "
+            "only the seed's test files remain",
+        )
+        return True
 
     def _unreadable_dir(self, names: tuple[str, ...], exc: OSError) -> None:
         rel = os.path.join(*names) if names else ""
