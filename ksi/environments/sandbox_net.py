@@ -23,6 +23,14 @@ for the length of that exec:
 Nothing else leaves the sandbox: this side connects to nothing but the
 declared endpoints. :meth:`HostRelay.close` ends the relay's thread, every
 connection and the directory (the sandbox's half ends with the agent).
+
+The ``docker`` environment uses the same relay with a :class:`TcpFront`
+instead: its container sits on an internal docker network (no route out),
+and the proxy listens on that network's gateway, a host address the
+container can reach, answering the attempt's own container only. There is
+no in-container half (an image need not hold a Python), so every endpoint,
+a loopback one too, goes through the proxy, and a refusal is kept in
+:attr:`HostRelay.refused` for the environment to write to the agent's log.
 """
 
 from __future__ import annotations
@@ -35,6 +43,8 @@ import threading
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from urllib.parse import urlsplit
+
+import attrs
 
 from ksi.environments import sandbox_relay
 from ksi.errors import EnvironmentFailure
@@ -56,29 +66,58 @@ _Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter, Endpoint | None
 _Serve = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 
 
-def refusal(host: str, port: int, declared: Sequence[Endpoint]) -> str:
-    """The line the agent's log gets for a connection the sandbox refused."""
+#: Refusals :attr:`HostRelay.refused` keeps (an agent retrying in a loop would fill memory).
+MAX_REFUSALS = 50
+
+
+def refusal(host: str, port: int, declared: Sequence[Endpoint], who: str = "sandbox") -> str:
+    """The line the agent's log gets for a connection the environment ``who`` refused."""
     allowed = ", ".join(str(e) for e in declared) or "none"
+    allow_all = "--network bridge" if who == "docker" else "--environment-option network=host"
     return (
-        f"sandbox: refused connection to {host_port(host, port)}; the agent declared {allowed}; "
-        "use --environment-option network=host to allow all"
+        f"{who}: refused connection to {host_port(host, port)}; the agent declared {allowed}; "
+        f"use {allow_all} to allow all"
     )
 
 
+@attrs.frozen
+class TcpFront:
+    """Serve the proxy on TCP at ``host`` (a port of the system's choosing), to ``peer`` only.
+
+    For an agent in a container on an internal docker network: ``host`` is
+    the network's gateway (an address of this machine the container can
+    reach), ``peer`` the container's address on that network; a connection
+    from anywhere else is closed unanswered.
+    """
+
+    host: str
+    peer: str
+
+
 class HostRelay:
-    """One exec's relay: Unix sockets in a private directory, served by one thread.
+    """One exec's relay: Unix sockets in a private directory (or a :class:`TcpFront`),
+    served by one thread.
 
     Use as a context manager around the exec (``with HostRelay(endpoints) as relay``);
     :meth:`wrap` turns the agent's argv into the in-sandbox relay's and
     :meth:`env` gives the proxy variables.
     """
 
-    def __init__(self, endpoints: Sequence[Endpoint]) -> None:
+    def __init__(
+        self, endpoints: Sequence[Endpoint], *, tcp: TcpFront | None = None, who: str = "sandbox"
+    ) -> None:
         self.endpoints = tuple(dict.fromkeys(endpoints))
-        self.direct = tuple(e for e in self.endpoints if e.is_loopback)
+        self.tcp = tcp
+        self.who = who
+        #: Loopback endpoints served on the same address inside (the sandbox's half only).
+        self.direct = () if tcp else tuple(e for e in self.endpoints if e.is_loopback)
         used = {e.port for e in self.direct}
-        self.proxy_port = next(p for p in range(PROXY_PORT, 65536) if p not in used)
-        self.dir = Path(tempfile.mkdtemp(prefix="ksi-net-"))
+        #: With a :class:`TcpFront`, the port it listens on, known once the relay started.
+        self.proxy_port = 0 if tcp else next(p for p in range(PROXY_PORT, 65536) if p not in used)
+        #: Why connections were refused or failed, in order (at most :data:`MAX_REFUSALS`).
+        self.refused: list[str] = []
+        #: The sockets and the in-sandbox script (none with a :class:`TcpFront`).
+        self.dir = None if tcp else Path(tempfile.mkdtemp(prefix="ksi-net-"))
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
@@ -94,9 +133,18 @@ class HostRelay:
         return [interpreter, "-I", "-S", f"{INSIDE_DIR}/{SCRIPT}", INSIDE_DIR, *pairs, "--", *argv]
 
     def env(self) -> dict[str, str]:
-        """The proxy variables (both spellings); loopback endpoints are reached directly."""
-        proxy = f"http://127.0.0.1:{self.proxy_port}"
-        bypass = ",".join(["127.0.0.1", "::1", *(e.host for e in self.direct)])
+        """The proxy variables (both spellings); loopback endpoints are reached directly.
+
+        With a :class:`TcpFront` nothing is reached directly: ``NO_PROXY`` is
+        empty, so a loopback ``base_url`` goes through the proxy too (to this
+        machine's loopback, as it means on the host).
+        """
+        if self.tcp is not None:
+            proxy = f"http://{host_port(self.tcp.host, self.proxy_port)}"
+            bypass = ""
+        else:
+            proxy = f"http://127.0.0.1:{self.proxy_port}"
+            bypass = ",".join(["127.0.0.1", "::1", *(e.host for e in self.direct)])
         env: dict[str, str] = {}
         for name, value in (("HTTPS_PROXY", proxy), ("HTTP_PROXY", proxy), ("NO_PROXY", bypass)):
             env[name] = env[name.lower()] = value
@@ -104,17 +152,21 @@ class HostRelay:
         return env
 
     def bwrap_args(self) -> list[str]:
+        assert self.dir is not None, "a TcpFront relay has no in-sandbox half"
         return ["--ro-bind", str(self.dir), INSIDE_DIR]
 
     # -- lifecycle -------------------------------------------------------
     def __enter__(self) -> HostRelay:
         try:
-            shutil.copyfile(sandbox_relay.__file__, self.dir / SCRIPT)
-            self._thread = threading.Thread(target=self._run, name="ksi-sandbox-relay", daemon=True)
+            if self.dir is not None:
+                shutil.copyfile(sandbox_relay.__file__, self.dir / SCRIPT)
+            self._thread = threading.Thread(
+                target=self._run, name=f"ksi-{self.who}-relay", daemon=True
+            )
             self._thread.start()
             if not self._ready.wait(_START_TIMEOUT) or self._error is not None:
                 raise EnvironmentFailure(
-                    f"sandbox environment: the network relay did not start: {self._error}"
+                    f"{self.who} environment: the network relay did not start: {self._error}"
                 )
         except BaseException:
             self.close()
@@ -133,7 +185,8 @@ class HostRelay:
         if self._thread is not None:
             self._thread.join()
             self._thread = None
-        shutil.rmtree(self.dir, ignore_errors=True)
+        if self.dir is not None:
+            shutil.rmtree(self.dir, ignore_errors=True)
 
     def _run(self) -> None:
         try:
@@ -146,17 +199,19 @@ class HostRelay:
         self._loop = asyncio.get_running_loop()
         self._stop = asyncio.Event()
         servers = []
-        for i, endpoint in enumerate(self.direct):
-            servers.append(
-                await asyncio.start_unix_server(
-                    self._tracked(self._direct, endpoint), path=str(self.dir / _socket_name(i))
-                )
-            )
-        servers.append(
-            await asyncio.start_unix_server(
-                self._tracked(self._proxy, None), path=str(self.dir / _PROXY_SOCKET)
-            )
-        )
+        proxy = self._tracked(self._proxy, None)
+        if self.tcp is not None:
+            server = await asyncio.start_server(proxy, host=self.tcp.host, port=0)
+            self.proxy_port = int(server.sockets[0].getsockname()[1])
+            servers.append(server)
+        else:
+            assert self.dir is not None
+            for i, endpoint in enumerate(self.direct):
+                direct = self._tracked(self._direct, endpoint)
+                path = str(self.dir / _socket_name(i))
+                servers.append(await asyncio.start_unix_server(direct, path=path))
+            path = str(self.dir / _PROXY_SOCKET)
+            servers.append(await asyncio.start_unix_server(proxy, path=path))
         self._ready.set()
         await self._stop.wait()
         for server in servers:
@@ -175,6 +230,10 @@ class HostRelay:
             assert task is not None
             self._tasks.add(task)
             try:
+                if self.tcp is not None:
+                    peer = writer.get_extra_info("peername")
+                    if not peer or peer[0] != self.tcp.peer:
+                        return  # not the attempt's container: closed unanswered
                 await handler(reader, writer, endpoint)
             except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
                 pass
@@ -192,7 +251,7 @@ class HostRelay:
         upstream = await self._connect(writer, endpoint.host, endpoint.port)
         if upstream is None:
             return
-        writer.write(b"OK\n")
+        self._status(writer, None)
         await _splice(reader, writer, *upstream)
 
     async def _proxy(
@@ -206,8 +265,8 @@ class HostRelay:
         connect = method.upper() == "CONNECT"
         host, port, path = _target(target, connect)
         if host is None or port is None or Endpoint(host, port) not in self.endpoints:
-            why = refusal(host or target, port or 0, self.endpoints)
-            writer.write(b"NO " + why.encode() + b"\n")
+            why = refusal(host or target, port or 0, self.endpoints, self.who)
+            self._status(writer, why)
             body = (why + "\n").encode()
             writer.write(
                 b"HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain\r\nConnection: close\r\n"
@@ -220,7 +279,7 @@ class HostRelay:
         if upstream is None:
             return
         up_reader, up_writer = upstream
-        writer.write(b"OK\n")
+        self._status(writer, None)
         if connect:
             writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
         else:
@@ -242,13 +301,22 @@ class HostRelay:
             return await asyncio.open_connection(host, port)
         except OSError as exc:
             target = host_port(host, port)
-            why = f"sandbox: cannot connect to {target} (declared by the agent): {exc}"
-            writer.write(b"NO " + why.encode() + b"\n")
+            why = f"{self.who}: cannot connect to {target} (declared by the agent): {exc}"
+            self._status(writer, why)
             writer.write(
                 b"HTTP/1.1 502 Bad Gateway\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"
             )
             await writer.drain()
             return None
+
+    def _status(self, writer: asyncio.StreamWriter, why: str | None) -> None:
+        """Tell the in-sandbox half ``OK`` or ``NO <why>`` (it writes that to the agent's
+        log); with a :class:`TcpFront` there is no such half, so a refusal is kept in
+        :attr:`refused` instead."""
+        if self.tcp is None:
+            writer.write(b"OK\n" if why is None else b"NO " + why.encode() + b"\n")
+        elif why is not None and len(self.refused) < MAX_REFUSALS:
+            self.refused.append(why)
 
 
 def _socket_name(index: int) -> str:
