@@ -104,8 +104,8 @@ def _host(value: object) -> str:
 class Endpoint:
     """A TCP endpoint a process needs to reach: its model provider's API, a gateway.
 
-    An environment that isolates the network (``sandbox``) lets the process
-    reach these and nothing else.
+    An environment that isolates the network (``sandbox``, ``docker`` by
+    default) lets the process reach these and nothing else.
     """
 
     host: str = attrs.field(converter=_host)

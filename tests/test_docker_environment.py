@@ -9,11 +9,13 @@ import socket
 import subprocess
 import threading
 import uuid
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from docker_support import TEST_IMAGE, needs_docker
+from test_sandbox_network import Server
 from typer.testing import CliRunner
 
 from ksi.environments.docker import (
@@ -22,10 +24,11 @@ from ksi.environments.docker import (
     DockerEnvironment,
     DockerHandle,
 )
-from ksi.errors import EnvironmentFailure, OptionsError, UserInputError
-from ksi.interfaces import AttemptContext, Invocation
+from ksi.errors import EnvironmentFailure, KsiWarning, OptionsError, UserInputError
+from ksi.interfaces import AttemptContext, Endpoint, Invocation
 from ksi.models import TaskSpec
 from ksi.options import create_component
+from ksi.task_parts import Runtime
 
 pytestmark = [pytest.mark.docker, needs_docker]
 
@@ -41,14 +44,22 @@ def _containers(run_id: str) -> list[str]:
     return out.split()
 
 
+def _networks(run_id: str) -> list[str]:
+    out = _docker("network", "ls", "-q", "--filter", f"label={LABEL_RUN}={run_id}").stdout
+    return out.split()
+
+
 @pytest.fixture
 def run_id() -> Iterator[str]:
-    """A fresh run id; every container left with it is removed after the test."""
+    """A fresh run id; every container and network left with it is removed after the test."""
     rid = f"test-{uuid.uuid4().hex[:10]}"
     yield rid
     ids = _containers(rid)
     if ids:
         _docker("rm", "-f", *ids)
+    nets = _networks(rid)
+    if nets:
+        _docker("network", "rm", *nets)
 
 
 def _env(**options: str) -> DockerEnvironment:
@@ -338,16 +349,20 @@ def test_cleanup_removes_leftovers_of_one_run_or_of_all(tmp_path: Path, run_id: 
         _start(env, tmp_path, run_id, task_id="b")
         _start(env, tmp_path, other, task_id="c")
         assert len(_containers(run_id)) == 2
-        assert env.cleanup(run_id) == 2
-        assert _containers(run_id) == []
-        assert len(_containers(other)) == 1
-        assert env.cleanup(None) >= 1
-        assert _containers(other) == []
+        assert len(_networks(run_id)) == 1  # the run's internal network (network=endpoints)
+        assert env.cleanup(run_id) == 3  # two containers and the network
+        assert _containers(run_id) == [] and _networks(run_id) == []
+        assert len(_containers(other)) == 1 and len(_networks(other)) == 1
+        assert env.cleanup(None) >= 2
+        assert _containers(other) == [] and _networks(other) == []
         assert env.cleanup(run_id) == 0
     finally:
         ids = _containers(other)
         if ids:
             _docker("rm", "-f", *ids)
+        nets = _networks(other)
+        if nets:
+            _docker("network", "rm", *nets)
 
 
 def test_starting_an_attempt_again_replaces_its_leftover_container(
@@ -448,7 +463,7 @@ def test_missing_docker_cli_is_a_clear_error() -> None:
 
 
 def test_bad_options_are_rejected_with_the_valid_choices() -> None:
-    with pytest.raises(OptionsError, match=r"network 'no net'.*none, bridge, host"):
+    with pytest.raises(OptionsError, match=r"network 'no net'.*endpoints.*none, bridge, host"):
         _env(network="no net")
     with pytest.raises(OptionsError, match=r"workspace_mount 'relative'"):
         _env(workspace_mount="relative")
@@ -477,7 +492,192 @@ def test_ksi_cleanup_command_removes_a_runs_containers(tmp_path: Path, run_id: s
     runner = CliRunner()
     result = runner.invoke(build_app(), ["cleanup", str(run_dir)])
     assert result.exit_code == 0, result.output
-    assert "removed 2" in result.output
-    assert _containers(run_id) == []
+    assert "removed 3" in result.output  # two containers and the run's network
+    assert _containers(run_id) == [] and _networks(run_id) == []
     result = runner.invoke(build_app(), ["cleanup", str(run_dir)])
     assert "removed 0" in result.output
+
+
+# -- network=endpoints (the default): the declared endpoints only ------------------------------
+
+#: ``relay METHOD TARGET [MORE]``: one request to the relay the exec got (``$HTTP_PROXY``),
+#: with busybox ``nc``; ``MORE`` is sent after the head (a request inside a CONNECT tunnel).
+RELAY_SH = r"""
+relay() {
+  p=${HTTP_PROXY#http://}
+  printf '%s %s HTTP/1.1\r\nHost: x\r\n\r\n%b' "$1" "$2" "${3:-}" | nc -w 5 "${p%:*}" "${p##*:}"
+  echo "[rc=$?]"
+}
+"""
+
+
+def _relay_exec(
+    handle: DockerHandle, script: str, tmp_path: Path, endpoints: tuple[Endpoint, ...]
+) -> tuple[int | None, str, str]:
+    out, err = tmp_path / f"out-{uuid.uuid4().hex}", tmp_path / f"err-{uuid.uuid4().hex}"
+    res = handle.exec(
+        Invocation(("sh", "-c", RELAY_SH + script), endpoints=endpoints),
+        timeout=60,
+        stdout_path=out,
+        stderr_path=err,
+        log_cap_bytes=1_000_000,
+    )
+    return res.exit_code, out.read_text(), err.read_text()
+
+
+@pytest.fixture
+def servers() -> Iterator[tuple[Server, Server]]:
+    """The mock model (the allowed endpoint) and another local server (a disallowed host),
+    both on 127.0.0.1 of this machine."""
+    pair = (Server("model").start(), Server("other").start())
+    yield pair
+    for server in pair:
+        assert server.httpd is not None
+        server.httpd.shutdown()
+        server.httpd.server_close()
+
+
+def test_by_default_the_agent_reaches_its_declared_endpoint_and_nothing_else(
+    tmp_path: Path, run_id: str, servers: tuple[Server, Server]
+) -> None:
+    model, other = servers
+    handle = _start(_env(), tmp_path, run_id)
+    try:
+        script = (
+            f"relay GET http://127.0.0.1:{model.port}/plain\n"
+            f"relay CONNECT 127.0.0.1:{model.port} 'GET /tunnel HTTP/1.0\\r\\n\\r\\n'\n"
+            f"relay GET http://127.0.0.1:{other.port}/plain\n"
+            f"relay CONNECT 127.0.0.1:{other.port} 'GET /tunnel HTTP/1.0\\r\\n\\r\\n'\n"
+            f"relay GET http://localhost:{other.port}/by-name\n"
+            # Straight at the host, past the relay: the gateway and the other server's port.
+            f"g=${{HTTP_PROXY#http://}}; nc -w 3 ${{g%:*}} {other.port} </dev/null; "
+            'echo "[direct rc=$?]"\n'
+        )
+        code, out, err = _relay_exec(handle, script, tmp_path, (Endpoint("127.0.0.1", model.port),))
+        inspected = json.loads(_docker("inspect", handle.container).stdout)[0]
+    finally:
+        handle.stop()
+    assert code == 0, (out, err)
+    assert "served:model:/plain" in out and "served:model:/tunnel" in out, out
+    assert model.paths == ["/plain", "/tunnel"]
+    assert other.paths == [] and "served:other" not in out
+    assert out.count("403 Forbidden") == 3, out
+    assert "[direct rc=1]" in out, out
+    refused = f"docker: refused connection to 127.0.0.1:{other.port}; the agent declared "
+    assert f"{refused}127.0.0.1:{model.port}; use --network bridge to allow all" in err, err
+    assert f"docker: refused connection to localhost:{other.port}" in err
+    # The container sits on the run's internal network (no route off the machine) only.
+    [network] = inspected["NetworkSettings"]["Networks"]
+    assert inspected["HostConfig"]["NetworkMode"] == network
+    net = json.loads(_docker("network", "inspect", network).stdout)[0]
+    assert net["Internal"] is True and net["Labels"][LABEL_RUN] == run_id
+    assert net["Options"]["com.docker.network.bridge.enable_icc"] == "false"
+
+
+def test_a_process_without_endpoints_gets_no_relay_and_a_relay_ends_with_its_exec(
+    tmp_path: Path, run_id: str, servers: tuple[Server, Server]
+) -> None:
+    model, _ = servers
+    handle = _start(_env(), tmp_path, run_id, base_env={"HTTPS_PROXY": "http://10.1.2.3:3128"})
+    try:
+        endpoint = (Endpoint("127.0.0.1", model.port),)
+        code, out, err = _relay_exec(
+            handle, 'echo "$HTTP_PROXY" > proxy-was; echo "[https=$HTTPS_PROXY]"', tmp_path,
+            endpoint,
+        )  # fmt: skip
+        old = (tmp_path / "t1-1" / "workspace" / "proxy-was").read_text().strip()
+        # The grader's kind of process: no endpoints, so no relay; the old one is gone.
+        later = f"HTTP_PROXY={old}; relay GET http://127.0.0.1:{model.port}/late\n"
+        code2, out2, _ = _relay_exec(handle, 'echo "[env=$HTTP_PROXY]"; ' + later, tmp_path, ())
+    finally:
+        handle.stop()
+    assert code == 0, err
+    assert old.startswith("http://") and f"[https={old}]" in out  # the relay wins over the host's
+    assert code2 == 0 and "[env=]" in out2, out2
+    assert "served:model" not in out2 and model.paths == []
+
+
+def test_the_relay_answers_its_own_attempt_only_and_attempts_cannot_reach_each_other(
+    tmp_path: Path, run_id: str, servers: tuple[Server, Server]
+) -> None:
+    model, _ = servers
+    env = _env()
+    first = _start(env, tmp_path, run_id, task_id="first")
+    second = _start(env, tmp_path, run_id, task_id="second")
+    endpoint = (Endpoint("127.0.0.1", model.port),)
+    held: list[tuple[int | None, str, str]] = []
+    try:
+        # The first attempt's agent holds its relay open and listens on a port of its own.
+        hold = 'echo "$HTTP_PROXY" > proxy; nc -l -p 9999 </dev/null & sleep 6; echo held'
+        worker = threading.Thread(
+            target=lambda: held.append(_relay_exec(first, hold, tmp_path, endpoint))
+        )
+        worker.start()
+        proxy_file = tmp_path / "first-1" / "workspace" / "proxy"
+        for _ in range(100):
+            if proxy_file.exists() and proxy_file.read_text().strip():
+                break
+            threading.Event().wait(0.05)
+        theirs = proxy_file.read_text().strip()
+        first_ip = first.relay.peer
+        steal = (
+            f"HTTP_PROXY={theirs}; relay GET http://127.0.0.1:{model.port}/stolen\n"
+            f'echo hi | nc -w 3 {first_ip} 9999; echo "[peer rc=$?]"\n'
+        )
+        code, out, err = _relay_exec(second, steal, tmp_path, endpoint)
+        worker.join()
+    finally:
+        first.stop()
+        second.stop()
+    assert held and held[0][0] == 0 and "held" in held[0][1], held
+    assert first.relay.host == second.relay.host and first.relay.peer != second.relay.peer
+    assert code == 0, err
+    assert "HTTP/1.1" not in out and "served:model" not in out, out  # closed unanswered
+    assert "[peer rc=1]" in out, out
+    assert model.paths == []
+
+
+def test_network_bridge_is_the_whole_network_and_warned_about(run_id: str) -> None:
+    task = TaskSpec(id="t1", prompt="p")
+    with pytest.warns(KsiWarning, match=r"network=bridge: the agents' containers get the whole"):
+        _env(network="bridge").prepare([task])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", KsiWarning)
+        _env().prepare([task])
+        _env(network="none").prepare([task])
+
+
+def test_a_task_that_sets_its_network_gets_it_and_the_run_is_told(
+    tmp_path: Path, run_id: str
+) -> None:
+    """Tasks decide for themselves (runtime.network); ksi run still says the network is open."""
+    env = _env()
+    opened = TaskSpec(id="opened", prompt="p", runtime=Runtime(network="bridge"))
+    with pytest.warns(KsiWarning, match=r"task 'opened' \(its runtime.network\) gets the whole"):
+        env.prepare([opened, TaskSpec(id="closed", prompt="p")])
+    workspace = tmp_path / "ws"
+    (workspace / "repo").mkdir(parents=True)
+    handle = env.start(
+        AttemptContext(
+            run_id=run_id,
+            task=opened,
+            attempt=1,
+            attempt_dir=tmp_path,
+            host_workspace=workspace,
+            base_env={},
+        )
+    )
+    try:
+        mode = _docker("inspect", "--format", "{{.HostConfig.NetworkMode}}", handle.container)
+    finally:
+        handle.stop()
+    assert mode.stdout.strip() == "bridge" and handle.relay is None
+    assert _networks(run_id) == []  # no internal network made for it
+
+
+def test_an_engine_whose_networks_are_not_on_this_machine_is_refused_with_the_fix() -> None:
+    from ksi.environments.docker_net import check_local_address
+
+    # TEST-NET-2: no address of this machine; binding to it sends nothing anywhere.
+    with pytest.raises(EnvironmentFailure, match=r"not an address of this machine.*--network"):
+        check_local_address("198.51.100.1", "network x")

@@ -14,7 +14,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +28,7 @@ from ksi.task_parts import Runtime
 from tests.docker_support import TEST_IMAGE, needs_docker
 from tests.run_helpers import ROOT, journal_lines, write_tasks
 from tests.run_helpers import ksi as ksi_cli
+from tests.test_sandbox_network import Server
 
 pytestmark = [pytest.mark.docker, needs_docker]
 
@@ -52,19 +53,32 @@ def _labelled(run_id: str) -> list[str]:
     return res.stdout.split()
 
 
+def _networks(run_id: str) -> list[str]:
+    res = subprocess.run(
+        [DOCKER, "network", "ls", "-q", "--filter", f"label=ksi.run={run_id}"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return res.stdout.split()
+
+
 def _run_id(run_dir: Path) -> str:
     return str(json.loads((run_dir / "run.json").read_text())["run_id"])
 
 
 @pytest.fixture
 def run_dir(tmp_path: Path) -> Iterator[Path]:
-    """The run directory; any container its run left is removed after the test."""
+    """The run directory; any container or network its run left is removed after the test."""
     path = tmp_path / "run"
     yield path
     if (path / "run.json").exists():
         ids = _labelled(_run_id(path))
         if ids:
             subprocess.run([DOCKER, "rm", "-f", *ids], capture_output=True)
+        nets = _networks(_run_id(path))
+        if nets:
+            subprocess.run([DOCKER, "network", "rm", *nets], capture_output=True)
 
 
 @pytest.mark.parametrize("executor", ["local", "processes"])
@@ -145,12 +159,89 @@ def test_bad_task_resources_stop_the_run_before_any_attempt(tmp_path: Path) -> N
         )
 
 
-def _start_run(tasks: Path, run_dir: Path, sleep: str, *extra: str) -> subprocess.Popen[str]:
+def test_by_default_agents_reach_their_declared_endpoint_and_nothing_else(
+    tmp_path: Path, run_dir: Path
+) -> None:
+    """The default network through ``ksi run``, two attempts at once in worker processes:
+    the mock model (declared) answers, another local server is refused, with the reason in
+    the agent's log, and the run's network goes with the run."""
+    model, other = Server("model").start(), Server("other").start()
+    fetch = (
+        "p=${HTTP_PROXY#http://}; get() { printf "
+        '"GET http://127.0.0.1:$1/$KSI_TASK_ID HTTP/1.0\\r\\n\\r\\n" '
+        '| nc -w 5 "${p%:*}" "${p##*:}"; }; '
+        f"get {model.port} > repo/model.txt; get {other.port} > repo/other.txt"
+    )
+    graded = (
+        "grep -q served:model model.txt && grep -q '403 Forbidden' other.txt "
+        "&& ! grep -q served:other other.txt"
+    )
+    both = [
+        {"task_id": t, "prompt": "p", "files": {"a": "\n"}, "eval": {"command": graded}}
+        for t in ("one", "two")
+    ]
+    tasks = write_tasks(tmp_path / "tasks.jsonl", both)
+    try:
+        res = ksi_cli(
+            "run", str(tasks), "--agent", "command", "--agent-option", f"cmd={fetch}",
+            "--agent-option", f"endpoints=127.0.0.1:{model.port}",
+            "--environment", "docker", "--image", TEST_IMAGE, "--run-dir", str(run_dir),
+            "--executor", "processes", "--concurrency", "2",
+        )  # fmt: skip
+    finally:
+        for server in (model, other):
+            assert server.httpd is not None
+            server.httpd.shutdown()
+            server.httpd.server_close()
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "warning:" not in res.stderr, res.stderr
+    records = journal_lines(run_dir)
+    scores = sorted((r["task_id"], r["score"]) for r in records)
+    assert scores == [("one", 1.0), ("two", 1.0)], [(r["error"], r["eval"]) for r in records]
+    assert sorted(model.paths) == ["/one", "/two"] and other.paths == []
+    log = (run_dir / "attempts" / "one" / "1" / "agent.stderr.log").read_text()
+    assert f"docker: refused connection to 127.0.0.1:{other.port}" in log, log
+    run_id = _run_id(run_dir)
+    assert _labelled(run_id) == [] and _networks(run_id) == []
+
+
+def test_network_bridge_is_warned_about_and_gives_the_whole_network(
+    tmp_path: Path, run_dir: Path
+) -> None:
+    tasks = write_tasks(tmp_path / "tasks.jsonl", [TASK])
+    res = ksi_cli(
+        "run", str(tasks), "--agent", "command", "--agent-option", "cmd=echo hi > repo/hello.txt",
+        "--environment", "docker", "--image", TEST_IMAGE, "--network", "bridge",
+        "--run-dir", str(run_dir),
+    )  # fmt: skip
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "warning: docker environment: network=bridge:" in res.stderr, res.stderr
+    assert "get the whole network" in res.stderr
+    assert _networks(_run_id(run_dir)) == []  # no internal network for it
+
+
+def test_ksi_cleanup_removes_the_network_of_a_run_killed_with_sigkill(
+    tmp_path: Path, run_dir: Path
+) -> None:
+    tasks = write_tasks(tmp_path / "tasks.jsonl", [TASK])
+    options = ("--environment", "docker", "--image", TEST_IMAGE)  # network=endpoints
+    proc = _start_run(tasks, run_dir, "1000", options=options)
+    run_id = _kill_mid_attempt(proc, run_dir, containers=1)
+    assert len(_networks(run_id)) == 1, "the killed run should have left its network"
+    res = ksi_cli("cleanup", str(run_dir))
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "removed 2 " in res.stdout, res.stdout  # its container and its network
+    assert _labelled(run_id) == [] and _networks(run_id) == []
+
+
+def _start_run(
+    tasks: Path, run_dir: Path, sleep: str, *extra: str, options: Sequence[str] = RUN_OPTIONS
+) -> subprocess.Popen[str]:
     cmd = 'sleep "$KSI_TEST_SLEEP"; echo hi > repo/hello.txt'
     argv = [
         sys.executable, "-m", "ksi", "run", str(tasks), "--agent", "command",
         "--agent-option", f"cmd={cmd}", "--agent-env", "KSI_TEST_SLEEP",
-        *RUN_OPTIONS, "--run-dir", str(run_dir), *extra,
+        *options, "--run-dir", str(run_dir), *extra,
     ]  # fmt: skip
     return subprocess.Popen(
         argv,

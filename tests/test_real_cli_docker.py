@@ -5,9 +5,12 @@ busybox test root plus Codex's static binary, Claude Code's native binary
 with the glibc it links, and node with the Gemini CLI package, copied from
 the CLIs ``.ci/install-agent-clis.sh`` installed; built here when missing.
 Each run gets only the provider's key and ``--agent-option
-base_url=http://127.0.0.1:PORT`` (the mock), with the container on the host's
-network (``--network host``) so that loopback URL reaches the mock. Tokens,
-cost and turns must equal what the mock served.
+base_url=http://127.0.0.1:PORT`` (the mock), once with the container on the
+host's network (``--network host``), where that loopback URL is the host's,
+and once on the default network (``endpoints``: the run's internal network,
+the mock reached only through KSI's relay, which each CLI must find in
+``HTTPS_PROXY``/``HTTP_PROXY``). Tokens, cost and turns must equal what the
+mock served.
 """
 
 from __future__ import annotations
@@ -30,6 +33,9 @@ from mockmodel import Answer, MockUsage, Step
 from real_agents import MockRun, ksi_run_with_mock
 
 pytestmark = [pytest.mark.real_cli, pytest.mark.docker, needs_docker]
+
+#: ``host``: ``--network host``; ``endpoints``: no ``--network`` (the default).
+NETWORKS = pytest.mark.parametrize("network", ["host", "endpoints"])
 
 
 @pytest.fixture
@@ -54,9 +60,11 @@ def _docker_run(
     model: str,
     agent_options: Sequence[str] = (),
     ksi: Sequence[str] = (),
+    network: str = "host",
 ) -> MockRun:
-    """``ksi run --environment docker --image IMAGE --network host``, the mock on loopback."""
-    return ksi_run_with_mock(
+    """``ksi run --environment docker --image IMAGE [--network host]``, the mock on loopback."""
+    flags = ["--network", network] if network != "endpoints" else []
+    run = ksi_run_with_mock(
         tmp_path,
         agent=agent,
         script=script,
@@ -64,10 +72,13 @@ def _docker_run(
         model=model,
         agent_options=agent_options,
         environment="docker",
-        args=["--image", image, "--network", "host"],
+        args=["--image", image, *flags],
         netns=False,  # the container joins the daemon's network namespace, not a new one
         ksi=ksi,
     )
+    if network == "endpoints":  # reached through the relay: nothing to warn about
+        assert "warning:" not in run.proc.stderr, run.describe()
+    return run
 
 
 def _assert_solved(run: MockRun) -> dict[str, object]:
@@ -80,8 +91,9 @@ def _assert_solved(run: MockRun) -> dict[str, object]:
     return rec
 
 
+@NETWORKS
 def test_codex_solves_in_docker_with_usage_and_turns_as_served(
-    tmp_path: Path, agent_image: str
+    tmp_path: Path, agent_image: str, network: str
 ) -> None:
     run = _docker_run(
         tmp_path,
@@ -90,6 +102,7 @@ def test_codex_solves_in_docker_with_usage_and_turns_as_served(
         script=codex.SOLVE,
         env=codex.KEY,
         model="mock-model",
+        network=network,
         # No sandbox option: Codex's own sandbox needs bubblewrap, which a container without
         # capabilities cannot run (its command exits 101: "bubblewrap is unavailable");
         # sandbox=auto, the default, leaves it out where the environment isolates the agent.
@@ -108,8 +121,9 @@ def test_codex_solves_in_docker_with_usage_and_turns_as_served(
     assert (run.attempt_file("codex.rollout.jsonl")).is_file()
 
 
+@NETWORKS
 def test_claude_code_solves_in_docker_with_usage_cost_and_turns_as_served(
-    tmp_path: Path, agent_image: str
+    tmp_path: Path, agent_image: str, network: str
 ) -> None:
     first, second = MockUsage(1200, 45, 3000, 400), MockUsage(1500, 30, 4200, 0)
     run = _docker_run(
@@ -119,6 +133,7 @@ def test_claude_code_solves_in_docker_with_usage_cost_and_turns_as_served(
         script=[claude.write_hello(first), Answer("Created hello.txt with hello.", second)],
         env=claude.KEY,
         model=claude.MODEL,
+        network=network,
     )
     rec = _assert_solved(run)
     usage = rec["usage"]
@@ -132,8 +147,9 @@ def test_claude_code_solves_in_docker_with_usage_cost_and_turns_as_served(
     assert {r.headers.get("x-api-key") for r in run.requests} == {"sk-ant-mock-key"}
 
 
+@NETWORKS
 def test_gemini_cli_solves_in_docker_with_usage_and_turns_as_served(
-    tmp_path: Path, agent_image: str
+    tmp_path: Path, agent_image: str, network: str
 ) -> None:
     """A node program: the image holds the host's node and the CLI's npm package."""
     run = _docker_run(
@@ -146,6 +162,7 @@ def test_gemini_cli_solves_in_docker_with_usage_and_turns_as_served(
         ],
         env=gemini.KEY,
         model=gemini.MODEL,
+        network=network,
     )
     rec = _assert_solved(run)
     usage = rec["usage"]
@@ -161,7 +178,8 @@ def test_gemini_cli_solves_in_docker_with_usage_and_turns_as_served(
 def test_a_loopback_base_url_on_the_bridge_network_is_warned_about_and_fails(
     tmp_path: Path, agent_image: str
 ) -> None:
-    """On the default bridge network 127.0.0.1 is the container's own: KSI says so first."""
+    """On the bridge network 127.0.0.1 is the container's own: KSI says so first, and that
+    the agent has the whole network."""
     run = ksi_run_with_mock(
         tmp_path,
         agent="claude-code",
@@ -170,10 +188,11 @@ def test_a_loopback_base_url_on_the_bridge_network_is_warned_about_and_fails(
         model=claude.MODEL,
         agent_options=["max_retries=0"],
         environment="docker",
-        args=["--image", agent_image],
+        args=["--image", agent_image, "--network", "bridge"],
         netns=False,
     )
     assert "cannot reach" in run.proc.stderr and "--network host" in run.proc.stderr, run.describe()
+    assert "network=bridge" in run.proc.stderr and "the whole network" in run.proc.stderr
     rec = run.record
     assert rec["agent_status"] == "crashed" and "ECONNREFUSED" in rec["error"], run.describe()
     assert run.served == ()

@@ -139,7 +139,7 @@ class CommandAgent(AgentBase):
     #: The shell command to run (``/bin/sh -c``), with cwd the workspace (repo/ is inside).
     cmd: str | None = attrs.field(default=None, validator=_need_cmd)
     #: ``HOST:PORT[,HOST:PORT...]`` (or URLs) the command needs to reach: the only network
-    #: it gets in the ``sandbox`` environment (none when empty).
+    #: it gets in the ``sandbox`` and ``docker`` environments (none when empty).
     endpoints: str = attrs.field(default="", validator=lambda _i, _a, v: parse_endpoints(v))
 
     def check_tasks(self, tasks: Sequence[TaskSpec]) -> list[str]:

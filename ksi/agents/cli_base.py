@@ -396,7 +396,7 @@ class CliAgent(AgentBase):
         """Where the CLI's model calls go: ``base_url``, else its provider's API on port 443.
 
         The one place a CLI agent declares its network needs; the ``sandbox``
-        environment lets it reach these and nothing else.
+        and ``docker`` environments let it reach these and nothing else.
         """
         base_url = str(getattr(self, "base_url", "") or "")
         if base_url:

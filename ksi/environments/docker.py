@@ -25,17 +25,27 @@ uses; otherwise, or with ``use_engine_api=false`` / ``KSI_DOCKER_API=0``, the
 CLI does everything. ``exec`` always goes through the CLI. Both ways of starting
 a container are derived from one :class:`~ksi.environments.container.ContainerSpec`
 (:meth:`DockerEnvironment.container_spec`), where the hardening is declared.
+
+The network, by default (``network=endpoints``), is the run's internal docker
+network with no route out, and each agent process reaches the endpoints it
+declares (its model API) through KSI's relay on that network's gateway, the
+same allowlisting proxy the ``sandbox`` uses (:mod:`ksi.environments.docker_net`).
+``bridge``, ``host`` or a named network give the container that whole network,
+which ``ksi run`` warns about; ``none`` gives it nothing.
 """
 
 from __future__ import annotations
 
+import contextlib
 import io
+import json
 import os
 import posixpath
 import re
 import shutil
 import subprocess
 import threading
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -43,6 +53,14 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import attrs
 
 from ksi.environments.container import BindMount, ContainerSpec, user_fields
+from ksi.environments.docker_net import (
+    ENDPOINTS,
+    RunNetwork,
+    check_engine,
+    container_address,
+    ensure_network,
+    remove_networks,
+)
 from ksi.environments.images import (
     build_task_image,
     check_daemon,
@@ -50,10 +68,11 @@ from ksi.environments.images import (
     default_docker_binary,
     docker,
     ensure_image,
+    exit_detail,
     resolve_binary,
     task_image_source,
 )
-from ksi.errors import EnvironmentFailure, UserInputError
+from ksi.errors import EnvironmentFailure, KsiWarning, UserInputError
 from ksi.fstree import copy_tree
 from ksi.hookspecs import hookimpl
 from ksi.interfaces import AttemptContext, Endpoint, EnvironmentBase, ExecResult, Invocation
@@ -64,6 +83,7 @@ from ksi.task_parts import CAPABILITY_SETS
 if TYPE_CHECKING:
     # Imported where used: http.client alone costs more than the rest of `ksi run --help`.
     from ksi.environments.engine_api import EngineAPI
+    from ksi.environments.sandbox_net import TcpFront
 
 #: Label naming the run a container belongs to (``ksi cleanup`` selects on it).
 LABEL_RUN = "ksi.run"
@@ -71,7 +91,7 @@ LABEL_RUN = "ksi.run"
 LABEL_ATTEMPT = "ksi.attempt"
 #: ``attempt`` for an agent's container, ``eval`` for a fresh grading container.
 LABEL_ROLE = "ksi.role"
-NETWORKS = ("none", "bridge", "host")
+NETWORKS = (ENDPOINTS, "none", "bridge", "host")
 #: Host variables naming host paths that do not exist in the container (the scrub passes them
 #: for ``local``); left out so the image's own values and defaults apply.
 HOST_ONLY_VARS = frozenset(
@@ -160,7 +180,7 @@ class ContainerSettings:
     memory: str | None
     user: str
     capabilities: str
-    network: str = "bridge"
+    network: str = ENDPOINTS
 
 
 def container_settings(
@@ -170,7 +190,7 @@ def container_settings(
     memory: str | None,
     user: str,
     capabilities: str,
-    network: str = "bridge",
+    network: str = ENDPOINTS,
 ) -> ContainerSettings:
     """The settings for ``task``: the ``cpus``, ``memory_mb``, ``user``, ``capabilities``
     and ``network`` of its :class:`~ksi.task_parts.Runtime` override the run's options
@@ -206,17 +226,30 @@ def is_loopback_url(url: str) -> bool:
     return host == "localhost" or host.endswith(".localhost") or endpoint.is_loopback
 
 
-def _exit_detail(res: Any) -> str:
-    lines = (res.stderr or res.stdout or "").strip().splitlines()
-    return lines[-1] if lines else f"exit {res.returncode}"
-
-
 def _check_network(_inst: Any, _attr: Any, value: str) -> None:
     if value not in NETWORKS and not _NETWORK_NAME.match(value):
         raise ValueError(
-            f"network {value!r} is not valid; use none, bridge, host, or the name of a "
-            "docker network"
+            f"network {value!r} is not valid; use endpoints (the default: only the endpoints "
+            "the agent declares), none, bridge, host, or the name of a docker network"
         )
+
+
+def open_network_warning(network: str, task_ids: Sequence[str] = ()) -> str:
+    """What a run is told when an agent's container gets a whole network, not its endpoints."""
+    reach = {
+        "bridge": "the internet, your LAN and every address docker's bridge reaches",
+        "host": "the host's own network, services on its loopback included",
+    }.get(network, f"whatever docker network {network!r} reaches")
+    who = "the agents' containers get"
+    if task_ids:
+        shown = ", ".join(repr(t) for t in task_ids[:5])
+        more = f" and {len(task_ids) - 5} more" if len(task_ids) > 5 else ""
+        who = f"task {shown}{more} (its runtime.network) gets"
+    return (
+        f"docker environment: network={network}: {who} the whole network ({reach}), not "
+        "only the endpoints each agent declares; KSI does not limit where the agent connects. "
+        "The default, network=endpoints, allows its model API and nothing else"
+    )
 
 
 def _check_mount(_inst: Any, _attr: Any, value: str) -> None:
@@ -290,6 +323,9 @@ class DockerHandle:
     #: The :class:`~ksi.environments.engine_api.EngineAPI` in use, if any. Typed ``Any``
     #: because attrs resolves field types at runtime and engine_api is imported where used.
     api: Any = None
+    #: Where an exec's relay listens and whom it answers (``network=endpoints``), else None;
+    #: a :class:`~ksi.environments.sandbox_net.TcpFront` (``Any`` as ``api``).
+    relay: Any = None
     _stopped: bool = False
     _halted: bool = False
     _lock: threading.Lock = attrs.field(factory=threading.Lock)
@@ -303,8 +339,32 @@ class DockerHandle:
         stderr_path: Path,
         log_cap_bytes: int,
     ) -> ExecResult:
+        if self.relay is None or not invocation.endpoints:
+            return self._exec(invocation, {}, timeout, stdout_path, stderr_path, log_cap_bytes)
+        # Imported here: the relay's asyncio costs `ksi run --help` ~20 ms.
+        from ksi.environments.sandbox_net import HostRelay
+
+        with HostRelay(invocation.endpoints, tcp=self.relay, who="docker") as relay:
+            res = self._exec(
+                invocation, relay.env(), timeout, stdout_path, stderr_path, log_cap_bytes
+            )
+        if relay.refused:  # the agent's log says why a connection failed, as the sandbox's does
+            with open(stderr_path, "a", encoding="utf-8") as log:
+                log.write("".join(f"{why}\n" for why in relay.refused))
+        return res
+
+    def _exec(
+        self,
+        invocation: Invocation,
+        proxy_env: Mapping[str, str],
+        timeout: float | None,
+        stdout_path: Path,
+        stderr_path: Path,
+        log_cap_bytes: int,
+    ) -> ExecResult:
         tag = new_tag()
         env = container_env(self.base_env, invocation.env, self.workspace_path)
+        env.update(proxy_env)  # the relay is the only way out: it wins over any proxy given
         cwd = posixpath.normpath(posixpath.join(self.workspace_path, invocation.cwd))
         argv = [self.binary, "exec"]
         if invocation.stdin is not None:
@@ -422,7 +482,7 @@ class DockerHandle:
                 return False
             raise EnvironmentFailure(
                 f"docker environment: copying {self.container}:{src} to {host_dest} failed: "
-                f"{_exit_detail(res)}"
+                f"{exit_detail(res)}"
             )
         return True
 
@@ -451,7 +511,7 @@ class DockerHandle:
                 else:
                     res = docker(self.binary, "stop", "--time", "0", self.container, timeout=120)
                     if res.returncode != 0 and "no such container" not in res.stderr.lower():
-                        raise EnvironmentFailure(_exit_detail(res))
+                        raise EnvironmentFailure(exit_detail(res))
             except (EnvironmentFailure, EngineAPIError, OSError, http.client.HTTPException) as exc:
                 raise EnvironmentFailure(
                     f"docker environment: stopping container {self.container} failed: {exc}; "
@@ -510,7 +570,7 @@ class DockerHandle:
             if res.returncode != 0 and "no such container" not in res.stderr.lower():
                 raise EnvironmentFailure(
                     f"docker environment: removing container {self.container} failed: "
-                    f"{_exit_detail(res)}; remove it with `ksi cleanup --all`"
+                    f"{exit_detail(res)}; remove it with `ksi cleanup --all`"
                 )
             self._stopped = True
 
@@ -551,7 +611,8 @@ class DockerEnvironment(EnvironmentBase):
     aliases: ClassVar[tuple[str, ...]] = ("container",)
     description: ClassVar[str] = (
         "Each attempt in its own container (no capabilities, no-new-privileges, pids limit), "
-        "workspace mounted at /workspace, run as your uid; docker or podman CLI."
+        "workspace mounted at /workspace, run as your uid, network only to the endpoints the "
+        "agent declares (network=bridge: the whole network); docker or podman CLI."
     )
     #: The agent runs in a container, off the host.
     isolates_agent: ClassVar[bool] = True
@@ -559,7 +620,11 @@ class DockerEnvironment(EnvironmentBase):
     #: ``ksi run`` flags that set one of these options: flag -> (option, help).
     cli_options: ClassVar[dict[str, tuple[str, str]]] = {
         "--image": ("image", "Docker image for the run."),
-        "--network": ("network", "none, bridge or host."),
+        "--network": (
+            "network",
+            "endpoints (default: only the agent's model API, through KSI's relay), none, "
+            "bridge (the whole network), host, or a docker network's name (docker).",
+        ),
         "--cpus": ("cpus", "CPU limit per attempt (docker)."),
         "--memory": ("memory", "Memory limit per attempt (docker)."),
     }
@@ -570,8 +635,10 @@ class DockerEnvironment(EnvironmentBase):
     #: A docker memory size (``4g``, ``512m``); unlimited when unset.
     memory: str | None = None
     pids_limit: int = attrs.field(default=2048, validator=_check_pids)
-    #: ``bridge`` (default; agents must reach their API), ``none`` (offline tasks), ``host``.
-    network: str = attrs.field(default="bridge", validator=_check_network)
+    #: ``endpoints`` (default: the run's internal network; each agent process reaches the
+    #: endpoints it declares, its model API, through KSI's relay, and nothing else),
+    #: ``none`` (offline), ``bridge`` / ``host`` / a docker network's name (all of it; warned).
+    network: str = attrs.field(default=ENDPOINTS, validator=_check_network)
     docker_binary: str = attrs.field(factory=default_docker_binary)
     #: Where the attempt workspace appears in the container; the repo is ``<mount>/repo``.
     workspace_mount: str = attrs.field(default="/workspace", validator=_check_mount)
@@ -589,14 +656,24 @@ class DockerEnvironment(EnvironmentBase):
     _lock: threading.Lock = attrs.field(factory=threading.Lock, init=False)
     #: EngineAPI, False (not usable) or None (not checked yet); ``Any`` as ``api`` above.
     _api: Any = attrs.field(default=None, init=False)
+    #: Each run's internal network (``network=endpoints``), made at its first attempt.
+    _networks: dict[str, RunNetwork] = attrs.field(factory=dict, init=False)
+    _network_lock: threading.Lock = attrs.field(factory=threading.Lock, init=False)
+    #: Whether prepare() checked the engine's networks are local / warned about open ones.
+    _engine_checked: bool = attrs.field(default=False, init=False)
+    _warned: bool = attrs.field(default=False, init=False)
 
     # -- run lifetime -----------------------------------------------------
     def prepare(self, tasks: Sequence[TaskSpec]) -> None:
-        """Check the engine answers and every task's image exists (pull or build it once)."""
-        for task in tasks:  # a bad resource value fails the run now, not at its attempt
-            self.settings_for(task)
+        """Check the engine answers and every task's image exists (pull or build it once);
+        warn when agents get a whole network rather than their endpoints."""
+        networks = {t.id: self.settings_for(t).network for t in tasks}  # bad values fail now
+        self._warn_open_network(networks)
         binary = self._resolve()
         check_daemon(binary)
+        if not self._engine_checked and ENDPOINTS in (self.network, *networks.values()):
+            check_engine(binary, LABEL_RUN)
+            self._engine_checked = True
         missing = [t.id for t in tasks if task_image_source(t.runtime, self.image)[0] == "none"]
         if missing:
             raise UserInputError(
@@ -620,21 +697,39 @@ class DockerEnvironment(EnvironmentBase):
                 for task_id in task_ids:
                     self._images[task_id] = resolved
 
+    def _warn_open_network(self, networks: Mapping[str, str]) -> None:
+        """Say once when the run's option, or some tasks' runtime, opens a whole network."""
+        if self._warned:
+            return
+        self._warned = True
+        closed = (ENDPOINTS, "none")
+        if self.network not in closed:
+            warnings.warn(open_network_warning(self.network), KsiWarning, stacklevel=3)
+            return
+        by_network: dict[str, list[str]] = {}
+        for task_id, network in networks.items():
+            if network not in closed:
+                by_network.setdefault(network, []).append(task_id)
+        for network, task_ids in by_network.items():
+            warnings.warn(open_network_warning(network, task_ids), KsiWarning, stacklevel=3)
+
     def endpoint_warning(self, agent: str, url: str) -> str | None:
         """Why ``url`` (the agent's ``base_url``) is out of the containers' reach, or None.
 
-        Only ``network=host`` shares the host's loopback; on ``bridge`` (the
-        default), ``none`` or a named network, 127.0.0.1 is the container's own.
-        Tasks that set ``runtime.network`` decide for themselves, so this looks
-        at the run's option only.
+        ``network=endpoints`` (the default) reaches it through KSI's relay, on
+        the host, and ``host`` shares the host's loopback; on ``bridge``,
+        ``none`` or a named network, 127.0.0.1 is the container's own. Tasks
+        that set ``runtime.network`` decide for themselves, so this looks at
+        the run's option only.
         """
-        if self.network == "host" or not is_loopback_url(url):
+        if self.network in (ENDPOINTS, "host") or not is_loopback_url(url):
             return None
         return (
             f"agent {agent!r}: base_url {url} is this machine's loopback, which a container "
             f"on the {self.network!r} network cannot reach (its 127.0.0.1 is its own), so "
-            "every model call would fail; pass --network host (--environment-option "
-            "network=host) or a base_url the container can reach"
+            "every model call would fail; leave out --network (network=endpoints, the default, "
+            "reaches it through KSI's relay), pass --network host, or give a base_url the "
+            "container can reach"
         )
 
     def image_for(self, task: TaskSpec) -> str:
@@ -660,8 +755,15 @@ class DockerEnvironment(EnvironmentBase):
     def container_spec(
         self, ctx: AttemptContext, settings: ContainerSettings, binary: str
     ) -> ContainerSpec:
-        """The attempt's container, hardening included: both start paths are derived from it."""
+        """The attempt's container, hardening included: both start paths are derived from it.
+
+        With ``network=endpoints`` it joins the run's internal network (made here when it
+        is the run's first attempt).
+        """
         user, userns = user_fields(settings.user, binary)
+        network = settings.network
+        if network == ENDPOINTS:
+            network = self._run_network(binary, ctx.run_id).name
         return ContainerSpec(
             name=container_name(ctx.run_id, ctx.task.id, ctx.attempt),
             image=self.image_for(ctx.task),
@@ -669,7 +771,7 @@ class DockerEnvironment(EnvironmentBase):
             userns=userns,
             mounts=(BindMount(str(ctx.host_workspace.resolve()), self.workspace_mount),),
             workdir=self.workspace_mount,
-            network=settings.network,
+            network=network,
             labels={
                 LABEL_RUN: ctx.run_id,
                 LABEL_ATTEMPT: f"{ctx.task.id}/{ctx.attempt}",
@@ -694,6 +796,9 @@ class DockerEnvironment(EnvironmentBase):
             self._start_by_api(api, spec, body, ctx)
         else:
             self._start_by_cli(binary, spec, ctx)
+        relay = None
+        if settings.network == ENDPOINTS:
+            relay = self._relay_front(binary, api, spec, ctx)
         return DockerHandle(
             binary=binary,
             container=spec.name,
@@ -703,7 +808,48 @@ class DockerEnvironment(EnvironmentBase):
             owner=_owner(settings.user),
             give_back_workspace=settings.user != "host" and os.getuid() != 0,
             api=api,
+            relay=relay,
         )
+
+    def _run_network(self, binary: str, run_id: str) -> RunNetwork:
+        """The run's internal network, made once (attempts start in parallel)."""
+        with self._network_lock:
+            found = self._networks.get(run_id)
+            if found is None:
+                found = ensure_network(binary, run_id, {LABEL_RUN: run_id})
+                self._networks[run_id] = found
+            return found
+
+    def _relay_front(
+        self, binary: str, api: EngineAPI | None, spec: ContainerSpec, ctx: AttemptContext
+    ) -> TcpFront:
+        """Where the attempt's relays listen (the gateway) and whom they answer (the container)."""
+        from ksi.environments.sandbox_net import TcpFront
+
+        inspected: Any = None
+        if api is not None:
+            import http.client
+
+            from ksi.environments.engine_api import EngineAPIError
+
+            with contextlib.suppress(EngineAPIError, OSError, http.client.HTTPException):
+                inspected = api.request("GET", f"/containers/{spec.name}/json")
+        else:
+            res = docker(binary, "inspect", spec.name, timeout=60)
+            try:
+                listed = json.loads(res.stdout) if res.returncode == 0 else []
+            except ValueError:
+                listed = []
+            inspected = listed[0] if isinstance(listed, list) and listed else None
+        address = container_address(inspected, spec.network)
+        if address is None:
+            docker(binary, "rm", "-f", spec.name, timeout=120)
+            raise EnvironmentFailure(
+                f"docker environment: the container of task {ctx.task.id!r} attempt "
+                f"{ctx.attempt} has no address on network {spec.network}, so its agent cannot "
+                "reach the relay; use --network bridge or --network none"
+            )
+        return TcpFront(host=self._run_network(binary, ctx.run_id).gateway, peer=address)
 
     def _start_by_cli(self, binary: str, spec: ContainerSpec, ctx: AttemptContext) -> None:
         argv = spec.cli_args()
@@ -716,7 +862,7 @@ class DockerEnvironment(EnvironmentBase):
             docker(binary, "rm", "-f", spec.name, timeout=120)
             raise EnvironmentFailure(
                 f"docker environment: starting a container of {spec.image!r} for task "
-                f"{ctx.task.id!r} attempt {ctx.attempt} failed: {_exit_detail(res)}"
+                f"{ctx.task.id!r} attempt {ctx.attempt} failed: {exit_detail(res)}"
             )
 
     def _start_by_api(
@@ -755,8 +901,18 @@ class DockerEnvironment(EnvironmentBase):
             return self._api if isinstance(self._api, EngineAPI) else None
 
     def cleanup(self, run_id: str | None) -> int:
-        """Remove every container (attempt or eval) of ``run_id``, or of every run when None."""
-        return remove_containers(self._resolve(), run_id)
+        """Remove every container (attempt or eval) of ``run_id``, or of every run when None,
+        then the run's internal network; count both."""
+        binary = self._resolve()
+        removed = remove_containers(binary, run_id)
+        selector = f"{LABEL_RUN}={run_id}" if run_id is not None else LABEL_RUN
+        removed += remove_networks(binary, selector)
+        with self._network_lock:
+            if run_id is None:
+                self._networks.clear()
+            else:
+                self._networks.pop(run_id, None)
+        return removed
 
     def _resolve(self) -> str:
         if not self._binary:
@@ -770,7 +926,7 @@ def list_containers(binary: str, run_id: str | None) -> list[str]:
     res = docker(binary, "ps", "-aq", "--no-trunc", "--filter", selector, timeout=60)
     if res.returncode != 0:
         raise EnvironmentFailure(
-            f"docker environment: listing containers failed: {_exit_detail(res)}"
+            f"docker environment: listing containers failed: {exit_detail(res)}"
         )
     return [line.strip() for line in res.stdout.splitlines() if line.strip()]
 
@@ -783,7 +939,7 @@ def remove_containers(binary: str, run_id: str | None) -> int:
     res = docker(binary, "rm", "-f", *ids, timeout=300)
     if res.returncode != 0 and "no such container" not in res.stderr.lower():
         raise EnvironmentFailure(
-            f"docker environment: removing {len(ids)} container(s) failed: {_exit_detail(res)}"
+            f"docker environment: removing {len(ids)} container(s) failed: {exit_detail(res)}"
         )
     return len(ids)
 

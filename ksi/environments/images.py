@@ -73,6 +73,12 @@ def docker(
         raise EnvironmentFailure(f"docker environment: cannot run {binary!r}: {exc}") from exc
 
 
+def exit_detail(res: subprocess.CompletedProcess[str]) -> str:
+    """The last line a failed docker CLI command printed (stderr, else stdout), or its status."""
+    lines = (res.stderr or res.stdout or "").strip().splitlines()
+    return lines[-1] if lines else f"exit {res.returncode}"
+
+
 def check_daemon(binary: str) -> str:
     """The engine's server version; a clear error when the daemon does not answer."""
     res = docker(binary, "version", "--format", "{{.Server.Version}}", timeout=30)
