@@ -23,6 +23,8 @@ import attrs
 
 #: ``docker run``'s ``--security-opt`` every KSI container gets: setuid binaries gain nothing.
 NO_NEW_PRIVILEGES = "no-new-privileges"
+#: Characters a docker container or network name may not hold (each run becomes one ``-``).
+NAME_BAD = re.compile(r"[^a-zA-Z0-9_.-]+")
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([bkmg]?)b?\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "b": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
 

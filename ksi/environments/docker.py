@@ -52,7 +52,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
 
-from ksi.environments.container import BindMount, ContainerSpec, user_fields
+from ksi.environments.container import NAME_BAD, BindMount, ContainerSpec, user_fields
 from ksi.environments.docker_net import (
     ENDPOINTS,
     RunNetwork,
@@ -142,7 +142,6 @@ EXEC_WRAPPER = _CHECK + '"$@"\nrc=$?\nt=$KSI_PROC_TAG\n' + _SWEEP + "exit $rc\n"
 _ENGINE_EXEC_FAILURES = ("OCI runtime exec failed", "executable file not found", "chdir to cwd")
 SWEEP_SCRIPT = "t=$1\n" + _SWEEP + 'echo "$n"\n'
 
-_NAME_BAD = re.compile(r"[^a-zA-Z0-9_.-]+")
 _NETWORK_NAME = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.-]*$")
 
 
@@ -152,7 +151,7 @@ def container_name(run_id: str, task_id: str, attempt: int, role: str = "") -> s
     import hashlib
 
     digest = hashlib.sha1(f"{run_id}\0{task_id}\0{attempt}\0{role}".encode()).hexdigest()[:8]
-    slug = _NAME_BAD.sub("-", f"{run_id}-{task_id}")[:80].strip("-.") or "x"
+    slug = NAME_BAD.sub("-", f"{run_id}-{task_id}")[:80].strip("-.") or "x"
     prefix = f"ksi-{role}-" if role else "ksi-"
     return f"{prefix}{slug}-{attempt}-{digest}"
 
@@ -824,6 +823,7 @@ class DockerEnvironment(EnvironmentBase):
         self, binary: str, api: EngineAPI | None, spec: ContainerSpec, ctx: AttemptContext
     ) -> TcpFront:
         """Where the attempt's relays listen (the gateway) and whom they answer (the container)."""
+        # Imported here: the relay module's asyncio costs `ksi run --help` ~20 ms.
         from ksi.environments.sandbox_net import TcpFront
 
         inspected: Any = None

@@ -32,8 +32,8 @@ import fcntl
 import hashlib
 import json
 import os
-import re
 import socket
+import subprocess
 import tempfile
 import uuid
 from collections.abc import Iterator
@@ -42,6 +42,7 @@ from typing import Any
 
 import attrs
 
+from ksi.environments.container import NAME_BAD
 from ksi.environments.images import docker, exit_detail
 from ksi.errors import EnvironmentFailure
 
@@ -49,7 +50,6 @@ from ksi.errors import EnvironmentFailure
 ENDPOINTS = "endpoints"
 #: ``docker network create`` options: no route out; the run's containers cannot reach each other.
 _CREATE_OPTIONS = ("--internal", "-o", "com.docker.network.bridge.enable_icc=false")
-_NAME_BAD = re.compile(r"[^a-zA-Z0-9_.-]+")
 #: The lock file (in the temporary directory) serializing the making of networks.
 _LOCK_NAME = "ksi-docker-networks.lock"
 #: ``docker network rm`` errors that are not failures of a cleanup.
@@ -68,7 +68,7 @@ class RunNetwork:
 def network_name(run_id: str) -> str:
     """The run's network: readable, valid and unique (``ksi-net-<run>-<hash>``)."""
     digest = hashlib.sha1(run_id.encode()).hexdigest()[:8]
-    slug = _NAME_BAD.sub("-", run_id)[:60].strip("-.") or "x"
+    slug = NAME_BAD.sub("-", run_id)[:60].strip("-.") or "x"
     return f"ksi-net-{slug}-{digest}"
 
 
@@ -77,14 +77,16 @@ def ensure_network(binary: str, run_id: str, labels: dict[str, str]) -> RunNetwo
     name = network_name(run_id)
     flags = [arg for key, value in labels.items() for arg in ("--label", f"{key}={value}")]
     with _creation_lock():
-        if docker(binary, "network", "inspect", name, timeout=60).returncode != 0:
+        found = docker(binary, "network", "inspect", name, timeout=60)
+        if found.returncode != 0:
             res = docker(binary, "network", "create", *_CREATE_OPTIONS, *flags, name, timeout=120)
             if res.returncode != 0:
                 raise EnvironmentFailure(
                     f"docker environment: creating the internal network {name} failed: "
                     f"{exit_detail(res)}; {_FIX}"
                 )
-    network = RunNetwork(name, network_gateway(binary, name))
+            found = docker(binary, "network", "inspect", name, timeout=60)
+    network = RunNetwork(name, _gateway(found, name))
     check_local_address(network.gateway, f"network {name}")
     return network
 
@@ -110,11 +112,11 @@ def _creation_lock() -> Iterator[None]:
         os.close(fd)
 
 
-def network_gateway(binary: str, name: str) -> str:
-    """The gateway address of a docker (``IPAM.Config``) or podman (``subnets``) network."""
-    res = docker(binary, "network", "inspect", name, timeout=60)
+def _gateway(inspected: subprocess.CompletedProcess[str], name: str) -> str:
+    """The gateway address in a docker (``IPAM.Config``) or podman (``subnets``) network's
+    ``network inspect``; IPv4 first, as the container address the relay answers is IPv4."""
     try:
-        found = json.loads(res.stdout) if res.returncode == 0 else None
+        found = json.loads(inspected.stdout) if inspected.returncode == 0 else None
     except ValueError:
         found = None
     info: Any = found[0] if isinstance(found, list) and found else found
@@ -123,12 +125,13 @@ def network_gateway(binary: str, name: str) -> str:
         ipam = info.get("IPAM") or {}
         gateways += [c.get("Gateway") for c in ipam.get("Config") or [] if isinstance(c, dict)]
         gateways += [s.get("gateway") for s in info.get("subnets") or [] if isinstance(s, dict)]
-    for gateway in gateways:
-        if isinstance(gateway, str) and gateway:
-            return gateway
+    usable = sorted((g for g in gateways if isinstance(g, str) and g), key=lambda g: ":" in g)
+    if usable:
+        return usable[0]
+    why = exit_detail(inspected) if inspected.returncode else "none in its IPAM"
     raise EnvironmentFailure(
         f"docker environment: network {name} has no gateway address, so the agent's relay has "
-        f"nowhere to listen ({exit_detail(res) if res.returncode else 'none in its IPAM'}); {_FIX}"
+        f"nowhere to listen ({why}); {_FIX}"
     )
 
 
