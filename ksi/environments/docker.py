@@ -340,7 +340,7 @@ class DockerHandle:
     ) -> ExecResult:
         if self.relay is None or not invocation.endpoints:
             return self._exec(invocation, {}, timeout, stdout_path, stderr_path, log_cap_bytes)
-        # Imported here: the relay's asyncio costs `ksi run --help` ~20 ms.
+        # start-up: the relay's asyncio costs `ksi run --help` ~20 ms.
         from ksi.environments.sandbox_net import HostRelay
 
         with HostRelay(invocation.endpoints, tcp=self.relay, who="docker") as relay:
@@ -823,11 +823,12 @@ class DockerEnvironment(EnvironmentBase):
         self, binary: str, api: EngineAPI | None, spec: ContainerSpec, ctx: AttemptContext
     ) -> TcpFront:
         """Where the attempt's relays listen (the gateway) and whom they answer (the container)."""
-        # Imported here: the relay module's asyncio costs `ksi run --help` ~20 ms.
+        # start-up: the relay module's asyncio costs `ksi run --help` ~20 ms.
         from ksi.environments.sandbox_net import TcpFront
 
         inspected: Any = None
         if api is not None:
+            # start-up: listing components imports this module; this only when used
             import http.client
 
             from ksi.environments.engine_api import EngineAPIError
