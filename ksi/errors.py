@@ -94,6 +94,16 @@ class EnvironmentFailure(KsiError):
     """An environment could not be prepared, started or cleaned up."""
 
 
+class DistillationFailed(KsiError):
+    """A distiller's notes cannot be used; the message says why.
+
+    Raised by a distiller that falls back (the ``agent`` distiller, whose
+    agent wrote no usable notes), and by the generation loop when even the
+    evidence fallback gave none: the generation then has no notes and the run
+    goes on.
+    """
+
+
 class RunError(UserInputError):
     """A run cannot start or resume as asked (mismatched resume, bad run dir...)."""
 

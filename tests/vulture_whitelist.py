@@ -44,6 +44,8 @@ _.toml_depth_problem
 _.link_problems
 # Kept for code that read it from ksi.attempt.components (ksi.kinds declares it now).
 _.OPTION_FLAGS
+# Kept for code that catches parse_notes' error by the agent distiller's old name for it.
+_.DistillFailed
 
 # Fields written to run.json, generations.jsonl, the journal or --json output, and
 # read by the reports, the viewer's templates (ksi/view/templates) or the tests.

@@ -20,12 +20,14 @@ import contextlib
 import threading
 from typing import Protocol
 
+from ksi.errors import KsiError
+
 
 class Stoppable(Protocol):
     def stop(self) -> None: ...
 
 
-class Cancelled(Exception):
+class Cancelled(KsiError):
     """The driver is killing its attempts: what this one produced is not a result."""
 
 

@@ -23,12 +23,13 @@ from typing import Any
 from urllib.parse import quote
 
 from ksi.environments.images import docker
+from ksi.errors import EnvironmentFailure
 
 API_VERSION = "v1.41"  # Docker 20.10; newer daemons accept it, older ones are rare.
 DEFAULT_SOCKET = "/var/run/docker.sock"
 
 
-class EngineAPIError(Exception):
+class EngineAPIError(EnvironmentFailure):
     """The daemon answered with an error (``status`` is the HTTP status)."""
 
     def __init__(self, status: int, message: str) -> None:

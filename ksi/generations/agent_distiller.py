@@ -30,6 +30,7 @@ from typing import Any, ClassVar
 import attrs
 import cattrs
 
+from ksi.errors import DistillationFailed
 from ksi.generations.evidence_distiller import evidence_notes
 from ksi.hookspecs import Register, hookimpl
 from ksi.kinds import AGENT
@@ -118,19 +119,20 @@ SCHEMA = {
 }
 
 
-class DistillFailed(Exception):
-    """Why the agent's notes cannot be used (the fallback reason)."""
+#: The name this module gave :class:`~ksi.errors.DistillationFailed` (:func:`parse_notes`
+#: raised it), kept for code that catches it.
+DistillFailed = DistillationFailed
 
 
 def parse_notes(raw: str, request: DistillRequest) -> tuple[list[Note], int]:
     """The agent's notes as :class:`Note` values, and how many were dropped.
 
-    Raises :class:`DistillFailed` for text that is not the schema's JSON.
+    Raises :class:`~ksi.errors.DistillationFailed` for text that is not the schema's JSON.
     """
     try:
         data = json.loads(raw)
     except ValueError as exc:
-        raise DistillFailed(f"{NOTES_FILE} is not JSON ({exc})") from exc
+        raise DistillationFailed(f"{NOTES_FILE} is not JSON ({exc})") from exc
     try:
         drafts = _strict.structure(data, DraftNotes)
     except Exception as exc:
@@ -139,7 +141,7 @@ def parse_notes(raw: str, request: DistillRequest) -> tuple[list[Note], int]:
             if isinstance(exc, cattrs.BaseValidationError)
             else str(exc)
         )
-        raise DistillFailed(f"{NOTES_FILE} does not follow schema.json: {details}") from exc
+        raise DistillationFailed(f"{NOTES_FILE} does not follow schema.json: {details}") from exc
     known = {a for t in request.evidence for _, a, _ in t.score_history}
     tasks = {t.task_id for t in request.evidence}
     notes: list[Note] = []
@@ -224,24 +226,24 @@ class AgentDistiller:
             notes_path = Path(request.workdir) / record.attempt_dir / "captured" / "repo"
             notes_path = notes_path / NOTES_FILE
             if record.status in ("error", "agent_error"):
-                raise DistillFailed(
+                raise DistillationFailed(
                     f"the agent failed ({record.agent_status or record.status}: "
                     f"{record.error or 'no detail'})"
                 )
             try:
                 raw = notes_path.read_text(encoding="utf-8")
             except OSError as exc:
-                raise DistillFailed(
+                raise DistillationFailed(
                     f"the agent wrote no {NOTES_FILE} in repo/ ({exc.strerror})"
                 ) from exc
             notes, dropped = parse_notes(raw, request)
             if not notes:
-                raise DistillFailed(
+                raise DistillationFailed(
                     f"none of its {dropped} notes cites an attempt of the evidence"
                     if dropped
                     else "it wrote no notes"
                 )
-        except DistillFailed as exc:
+        except DistillationFailed as exc:
             return DistillResult(
                 notes=evidence_notes(request),
                 usage=usage,

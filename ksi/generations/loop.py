@@ -18,10 +18,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ksi.errors import DistillationFailed
 from ksi.generations.phases import PhaseEvent, Phases, append_phase
 from ksi.generations.setup import GenerationParts, plan_tasks, store_seed
 from ksi.generations.steps import (
-    DistillationFailed,
     PlannedAttempt,
     distill,
     knowledge_for,

@@ -29,6 +29,7 @@ import attrs
 
 from ksi.attempt.diskfull import reruns_on_resume
 from ksi.attempt.job import ContextFile
+from ksi.errors import DistillationFailed
 from ksi.generations.evidence import build_evidence, scored
 from ksi.generations.evidence_distiller import evidence_notes
 from ksi.interfaces import Distiller
@@ -47,10 +48,6 @@ from ksi.rundir.journal import latest_by_attempt
 
 #: Where a distiller works (``distill/<generation>/``), kept for inspection.
 DISTILL_DIR = "distill"
-
-
-class DistillationFailed(Exception):
-    """Neither the distiller nor the evidence fallback gave notes (the message says why)."""
 
 
 def attempt_numbers(generation: int, attempts: int) -> range:
