@@ -48,7 +48,7 @@ class Registration:
         return str(getattr(self.obj, "description", "") or "")
 
 
-def component_name(obj: Any, kind: str, plugin: str) -> tuple[str, tuple[str, ...]]:
+def registered_names(obj: Any, kind: str, plugin: str) -> tuple[str, tuple[str, ...]]:
     """The name and aliases of a component, or a :class:`PluginError` naming the plugin."""
     name = getattr(obj, "name", None)
     if not isinstance(name, str) or not name.strip():
@@ -110,7 +110,7 @@ class Registry:
         ``precedence``, the higher one keeps the name and the pair is recorded
         in :attr:`overridden`.
         """
-        name, aliases = component_name(obj, self.kind, plugin)
+        name, aliases = registered_names(obj, self.kind, plugin)
         reg = Registration(self.kind, name, aliases, obj, plugin, precedence)
         keys = list(dict.fromkeys(k.lower() for k in (name, *aliases)))
         taken = {

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ksi.errors import DistillationFailed
 from ksi.generations.phases import PhaseEvent, Phases, append_phase
-from ksi.generations.setup import GenerationParts, plan_tasks, store_seed
+from ksi.generations.setup import GenerationSetup, plan_tasks, store_seed
 from ksi.generations.steps import (
     PlannedAttempt,
     distill,
@@ -76,14 +76,14 @@ class GenerationLoop:
         config: RunConfig,
         run_dir: Path,
         tasks: Sequence[TaskSpec],
-        parts: GenerationParts,
+        setup: GenerationSetup,
         host: GenerationHost,
         *,
         agent_env: Mapping[str, str],
     ) -> None:
         self._config = config
         self._root = run_dir
-        self._parts = parts
+        self._setup = setup
         self._host = host
         #: What an ``agent`` distiller's CLI may see (the attempts' scrubbed environment).
         self._agent_env = agent_env
@@ -100,8 +100,8 @@ class GenerationLoop:
         ends the loop before the distillation of an unfinished generation.
         """
         cfg, root, host = self._config, self._root, self._host
-        if self._parts.seed is not None and not (root / "knowledge" / "0").exists():
-            store_seed(root, self._parts.seed)
+        if self._setup.seed is not None and not (root / "knowledge" / "0").exists():
+            store_seed(root, self._setup.seed)
         records = host.records()
         for generation in range(1, cfg.generations + 1):
             phases = Phases.read(root)
@@ -116,7 +116,7 @@ class GenerationLoop:
                     states = task_states(records, self._learning, cfg.solved_threshold)
                     request = PlanRequest(generation, states, cfg.attempts, cfg.solved_threshold)
                     planned = plan_tasks(
-                        self._parts.strategy, self._parts.strategy_name, request, self._learning
+                        self._setup.strategy, self._setup.strategy_name, request, self._learning
                     )
                     if not planned:
                         return True  # the strategy has nothing left to run
@@ -196,8 +196,8 @@ class GenerationLoop:
                 records=records,
                 prompts={t: task.prompt for t, task in self._by_id.items()},
                 config=cfg,
-                distiller=self._parts.distiller,
-                distiller_name=self._parts.distiller_name,
+                distiller=self._setup.distiller,
+                distiller_name=self._setup.distiller_name,
                 agent_env=self._agent_env,
             )
         except DistillationFailed as exc:

@@ -1,4 +1,4 @@
-"""Getting a run's generation parts ready before anything is written.
+"""Getting a run's generation loop set up before anything is written.
 
 The strategy and distiller are looked up, hold-out ids checked against the
 tasks, and a ``--seed-knowledge`` bundle read and hashed, all before the run
@@ -33,7 +33,9 @@ from ksi.rundir.config import RunConfig
 
 
 @attrs.frozen
-class GenerationParts:
+class GenerationSetup:
+    """What the generation loop runs with: the resolved strategy and distiller, and the seed."""
+
     strategy: Strategy
     strategy_name: str
     distiller: Distiller
@@ -42,9 +44,9 @@ class GenerationParts:
     seed: Knowledge | None = None
 
 
-def resolve_generation_parts(
+def resolve_generation_setup(
     config: RunConfig, tasks: Sequence[TaskSpec], run_dir: Path
-) -> GenerationParts:
+) -> GenerationSetup:
     """Strategy, distiller and seed notes for ``config``; a :class:`UserInputError` if wrong."""
     ids = {t.id for t in tasks}
     unknown = [t for t in config.holdout_task_ids or () if t not in ids]
@@ -63,7 +65,7 @@ def resolve_generation_parts(
     seed = None
     if config.seed_knowledge:
         seed = _seed(config, run_dir)
-    return GenerationParts(strategy, config.strategy, distiller, config.distiller, seed)
+    return GenerationSetup(strategy, config.strategy, distiller, config.distiller, seed)
 
 
 def _seed(config: RunConfig, run_dir: Path) -> Knowledge | None:

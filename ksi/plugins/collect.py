@@ -17,7 +17,7 @@ from ksi.errors import PluginError
 from ksi.kinds import ENVIRONMENT, ComponentKind
 from ksi.plugins.hooks import Hooks
 from ksi.plugins.report import Failures, PluginInfo
-from ksi.registry import Registry, component_name
+from ksi.registry import Registry, registered_names
 
 if TYPE_CHECKING:
     from ksi.plugins.hooks import Registrar
@@ -96,7 +96,7 @@ def collect(state: LoadedPlugins, kind: ComponentKind[Any]) -> Registry:
 
 def check_component(kind: ComponentKind[Any], obj: Any, plugin: str) -> None:
     """Refuse a component without a valid name, or without a method its protocol requires."""
-    name, _ = component_name(obj, kind.name, plugin)
+    name, _ = registered_names(obj, kind.name, plugin)
     missing = kind.missing_methods(obj)
     if missing:
         raise PluginError(

@@ -1,7 +1,7 @@
 """The driver: one ``ksi run`` (a new run, or a resume), on the machine holding the run directory.
 
 A :class:`Driver` is built complete: constructing it loads the tasks and
-resolves the components, the executor and the generation parts
+resolves the components, the executor and the generation setup
 (:mod:`ksi.runs.setup`), so :meth:`Driver.preview` (``--dry-run``) and
 :meth:`Driver.run` start from the same checked values. A run then holds the
 run directory, opens ``run.json`` and runs one session

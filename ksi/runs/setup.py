@@ -2,7 +2,7 @@
 
 Everything a run needs is resolved before anything is created (the tasks
 loaded and selected, the components and the executor resolved with their
-options, the generation parts), so a run that cannot start leaves nothing
+options, the generation setup), so a run that cannot start leaves nothing
 behind and its error says which option to fix. Only then is the run
 directory opened: a new ``run.json``, or a resume checked against the run it
 continues.
@@ -32,7 +32,7 @@ from ksi.attempt.envscrub import missing_required
 from ksi.attempt.job import ComponentSpec
 from ksi.attempt.safety import credential_warning, endpoint_warning
 from ksi.errors import KsiWarning, RunError, UserInputError
-from ksi.generations.setup import GenerationParts, resolve_generation_parts
+from ksi.generations.setup import GenerationSetup, resolve_generation_setup
 from ksi.interfaces import Executor, TaskSource
 from ksi.layout import RunLayout
 from ksi.models import TaskSpec
@@ -51,7 +51,7 @@ class ResolvedRun:
     specs: ComponentSpecs
     parts: Components
     executor: Executor
-    generations: GenerationParts
+    generations: GenerationSetup
 
 
 def resolve_run(
@@ -90,7 +90,7 @@ def resolve_run(
         ),
         ComponentSpec("evaluator", evaluator_ref, dict(config.evaluator_options)),
     )
-    generations = resolve_generation_parts(config, loaded, layout.root)
+    generations = resolve_generation_setup(config, loaded, layout.root)
     parts = resolve_components(
         specs.agent,
         specs.environment,

@@ -204,8 +204,8 @@ class RayExecutor:
             )
         from ksi_ray import worker
 
-        own, parts = worker.component_versions(job)
-        own_cli = worker.agent_cli(parts.agent)
+        own, components = worker.component_versions(job)
+        own_cli = worker.agent_cli(components.agent)
         probes = {
             node_id: self._remote["probe"]
             .options(num_cpus=0, max_retries=0, scheduling_strategy=self._pin(node_id))

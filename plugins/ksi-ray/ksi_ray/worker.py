@@ -89,14 +89,14 @@ def component_versions(job: Any) -> tuple[dict[str, str], Any]:
     from ksi.jobs import components_for
     from ksi.plugins import get_plugins
 
-    parts = components_for(job)
+    components = components_for(job)
     versions = {"ksi": ksi_version, "ksi-ray": ksi_ray_version}
     infos = get_plugins().infos
-    for name in parts.plugins:
+    for name in components.plugins:
         info = infos.get(name)
         if info is not None and info.distribution not in versions:
             versions[info.distribution] = info.version
-    return versions, parts
+    return versions, components
 
 
 def agent_cli(agent: Any) -> tuple[str | None, str | None] | None:
@@ -119,11 +119,11 @@ def probe_node(job: Any, scratch: str) -> NodeReport:
         for old in mine.parent.glob(f"{job.run_id}-*"):
             if old != mine:
                 shutil.rmtree(old, ignore_errors=True)
-        versions, parts = component_versions(job)
-        cli = agent_cli(parts.agent)
+        versions, components = component_versions(job)
+        cli = agent_cli(components.agent)
         # A resume: what a killed driver's attempts left on this node goes first.
-        cleaned = parts.environment.cleanup(job.run_id)
-        parts.environment.prepare([job.task])
+        cleaned = components.environment.cleanup(job.run_id)
+        components.environment.prepare([job.task])
     except Exception as exc:
         problems.append(f"{type(exc).__name__}: {exc}")
     return NodeReport(
