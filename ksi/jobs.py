@@ -26,7 +26,7 @@ from ksi.attempt.job import (
     pickled_job,
     unpicklable_reason,
 )
-from ksi.records import WORKER_LOST, AttemptRecord
+from ksi.records import WORKER_LOST, AttemptRecord, ErrorKind
 
 __all__ = [
     "WORKER_LOST",
@@ -35,6 +35,7 @@ __all__ = [
     "AttemptSettings",
     "ComponentSpec",
     "ContextFile",
+    "ErrorKind",
     "JobOutcome",
     "cancel_session",
     "components_for",

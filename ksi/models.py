@@ -9,6 +9,7 @@ copied: read them, never change them. The one converter in
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Sequence
 from typing import Any
 
@@ -107,13 +108,33 @@ def is_solved(score: float | None, threshold: float) -> bool:
     return score is not None and score >= threshold
 
 
+class EvalStatus(enum.StrEnum):
+    """The ``status`` words of KSI's own evaluators (docs/evaluators.md lists them).
+
+    An evaluator plugin may use words of its own (``EvalResult.status`` is any
+    string); the record's ``status`` says whether the attempt was scored.
+    """
+
+    SCORED = "scored"
+    #: The eval command outlived the task's ``eval.timeout_sec``.
+    TIMEOUT = "timeout"
+    MISSING_WORKSPACE = "missing_workspace"
+    #: The eval command's shell could not be started.
+    SPAWN_FAILED = "spawn_failed"
+    #: The task has no eval command (for manual inspection): retrying cannot change it.
+    NO_EVAL = "no_eval"
+    #: KSI could not prepare the directory to grade.
+    EVAL_ERROR = "eval_error"
+
+
 @attrs.frozen
 class EvalResult:
     """What an evaluator concluded about one workspace.
 
     ``native_score`` is in [0, 1], or ``None`` when the attempt is unscored
     (timeout, missing workspace, spawn failure...): unscored attempts are
-    counted apart and never pull a best score down. ``status`` says which.
+    counted apart and never pull a best score down. ``status`` says which
+    (an :class:`EvalStatus`, or an evaluator plugin's own word).
     """
 
     status: str
@@ -138,7 +159,7 @@ class EvalResult:
     def as_dict(self) -> dict[str, Any]:
         """The original KSI's result dict, plus KSI's extra fields."""
         return {
-            "status": self.status,
+            "status": str(self.status),  # the word, also when it is an EvalStatus member
             "native_score": self.native_score,
             "resolved": self.resolved,
             "exit_code": self.exit_code,
@@ -149,6 +170,30 @@ class EvalResult:
             "notes": list(self.notes),
             "details": dict(self.details),
         }
+
+
+class AgentStatus(enum.StrEnum):
+    """How an agent's run ended, as the built-in agents word it (docs/agents.md).
+
+    An agent plugin may report a word of its own (``AgentOutcome.status`` is any
+    string): the runner then grades the attempt like a ``completed`` one.
+    """
+
+    COMPLETED = "completed"
+    #: The task's time limit killed it (usage so far is kept).
+    TIMEOUT = "timeout"
+    #: Anything else that stopped it: a nonzero exit, a CLI that is not installed.
+    CRASHED = "crashed"
+    #: It could not be run at all (the ``command`` agent's program did not start).
+    ERROR = "error"
+    AUTH_ERROR = "auth_error"
+    RATE_LIMITED = "rate_limited"
+    #: The provider said it is overloaded (retried with backoff, as ``rate_limited``).
+    OVERLOADED = "overloaded"
+    #: A usage, credit, turn or cost limit was reached.
+    BUDGET_EXCEEDED = "budget_exceeded"
+    #: The conversation outgrew the model's context window (the agent's own failure).
+    CONTEXT_EXCEEDED = "context_exceeded"
 
 
 @attrs.frozen

@@ -8,6 +8,7 @@ killed run shows exactly what a finished one would have.
 from __future__ import annotations
 
 import datetime as dt
+import enum
 from pathlib import Path
 from typing import Any
 
@@ -93,12 +94,42 @@ class GenerationsSummary:
     warnings: tuple[str, ...] = ()
 
 
-#: Attempt statuses. ``scored``: the evaluator gave a score. ``unscored``: the
-#: evaluator could not score it (eval timeout, missing workspace, no eval
-#: command...). ``agent_error``: the agent failed for a reason outside the task
-#: (auth, rate limit, crash before doing anything). ``error``: KSI itself failed
-#: on this attempt (environment could not start...).
-ATTEMPT_STATUSES = ("scored", "unscored", "agent_error", "error")
+class AttemptStatus(enum.StrEnum):
+    """What became of an attempt (``AttemptRecord.status``; docs/running.md, "Statuses")."""
+
+    #: The evaluator gave a score.
+    SCORED = "scored"
+    #: The evaluator could not score it (eval timeout, missing workspace, no eval command...).
+    UNSCORED = "unscored"
+    #: The agent failed for a reason outside the task (auth, rate limit, could not start).
+    AGENT_ERROR = "agent_error"
+    #: KSI, the environment or the executor failed on it (an environment that could not
+    #: start, a worker that died...).
+    ERROR = "error"
+
+    @property
+    def is_error(self) -> bool:
+        """Counted as an error in the figures: ``agent_error`` and ``error`` alike."""
+        return self in (AttemptStatus.AGENT_ERROR, AttemptStatus.ERROR)
+
+
+class ErrorKind(enum.StrEnum):
+    """What stopped an ``error`` attempt, when KSI knows (``AttemptRecord.error_kind``).
+
+    Each known kind is no fault of the attempt: a resume runs it again,
+    whatever ``--retries`` says.
+    """
+
+    #: Not known, or not an error ("" in the record).
+    NONE = ""
+    #: The disk filled up (:mod:`ksi.attempt.diskfull`).
+    DISK_FULL = "disk_full"
+    #: The worker running it (a process, a cluster node) died under it.
+    WORKER_LOST = "worker_lost"
+
+
+#: The name executors have used for :attr:`ErrorKind.WORKER_LOST` (docs/plugins.md).
+WORKER_LOST = ErrorKind.WORKER_LOST
 
 
 @attrs.frozen
@@ -134,11 +165,6 @@ class SkippedFile:
     kind: str = ""
 
 
-#: ``AttemptRecord.error_kind`` of an attempt whose worker (a process, a cluster
-#: node) died under it: no fault of the attempt, so a resume runs it again.
-WORKER_LOST = "worker_lost"
-
-
 @attrs.frozen
 class RoundResult:
     """An earlier round of an attempt whose evaluator gives feedback (see
@@ -156,7 +182,7 @@ class AttemptRecord:
 
     task_id: str
     attempt: int
-    status: str
+    status: AttemptStatus = attrs.field(converter=AttemptStatus)
     score: float | None
     agent: str
     evaluator: str
@@ -182,11 +208,9 @@ class AttemptRecord:
     #: went elsewhere (the ``command`` agent starts in the workspace, not in repo/).
     repo_changed: bool | None = None
     error: str = ""
-    #: What kind of error stopped the attempt, when KSI knows: ``disk_full``, or
-    #: ``worker_lost`` (the machine or process running it died: see
-    #: :data:`WORKER_LOST`). A resume runs such an attempt again, whatever
-    #: ``--retries`` says.
-    error_kind: str = ""
+    #: What kind of error stopped the attempt, when KSI knows (a resume runs such an
+    #: attempt again, whatever ``--retries`` says).
+    error_kind: ErrorKind = attrs.field(default=ErrorKind.NONE, converter=ErrorKind)
     #: Relative to the run directory.
     attempt_dir: str = ""
     started_at: str = ""

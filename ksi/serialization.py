@@ -6,6 +6,7 @@ still resume); user-input validation uses its own strict converters.
 
 from __future__ import annotations
 
+import enum
 import json
 from typing import Any, TypeVar
 
@@ -20,6 +21,9 @@ converter = cattrs.Converter()
 # An EvalResult is written as the original KSI's result dict (with its derived
 # ``resolved``), which reading ignores.
 converter.register_unstructure_hook(EvalResult, EvalResult.as_dict)
+# A status or choice is written as its word (a StrEnum member is one, but the data
+# handed out is plain, as it was before the words were enums).
+converter.register_unstructure_hook(enum.StrEnum, lambda member: member.value)
 
 
 def to_data(obj: Any) -> Any:

@@ -17,7 +17,7 @@ import attrs
 from ksi.errors import UserInputError
 from ksi.hookspecs import Register, hookimpl
 from ksi.interfaces import AgentBase, AgentContext, AgentOutcome, Endpoint, ExecResult, Invocation
-from ksi.models import TaskSpec
+from ksi.models import AgentStatus, TaskSpec
 from ksi.proc import read_tail
 from ksi.relpaths import clean_relative_path
 
@@ -60,19 +60,19 @@ def outcome_from_exit(result: ExecResult | None) -> AgentOutcome:
     The attempt is graded whatever this says; the status explains the score.
     """
     if result is None:
-        return AgentOutcome(status="completed")
+        return AgentOutcome(status=AgentStatus.COMPLETED)
     final = read_tail(result.stdout_path, _TAIL_BYTES) if result.stdout_path else ""
     if result.spawn_error is not None:
-        return AgentOutcome(status="error", error=f"could not run: {result.spawn_error}")
+        return AgentOutcome(status=AgentStatus.ERROR, error=f"could not run: {result.spawn_error}")
     if result.timed_out:
         return AgentOutcome(
-            status="timeout",
+            status=AgentStatus.TIMEOUT,
             final_message=final,
             error=f"timed out after {result.duration_sec:.1f}s; every process it started "
             "was killed",
         )
     if result.exit_code == 0:
-        return AgentOutcome(status="completed", final_message=final)
+        return AgentOutcome(status=AgentStatus.COMPLETED, final_message=final)
     stderr = read_tail(result.stderr_path, 500).strip() if result.stderr_path else ""
     how = (
         f"killed by signal {-result.exit_code}"
@@ -80,7 +80,7 @@ def outcome_from_exit(result: ExecResult | None) -> AgentOutcome:
         else f"exited with code {result.exit_code}"
     )
     return AgentOutcome(
-        status="crashed",
+        status=AgentStatus.CRASHED,
         final_message=final,
         error=how + (f"; stderr ends with: {stderr}" if stderr else ""),
     )
@@ -271,7 +271,7 @@ class NopAgent(AgentBase):
         return None
 
     def outcome(self, ctx: AgentContext, result: ExecResult | None) -> AgentOutcome:
-        return AgentOutcome(status="completed")
+        return AgentOutcome(status=AgentStatus.COMPLETED)
 
 
 @hookimpl(trylast=True)

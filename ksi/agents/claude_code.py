@@ -48,6 +48,7 @@ from ksi.agents.cli_base import (
 )
 from ksi.hookspecs import hookimpl
 from ksi.interfaces import AgentContext, ExecResult, Usage
+from ksi.models import AgentStatus
 
 PERMISSION_MODES = ("bypassPermissions", "acceptEdits", "default", "plan")
 #: Result subtypes that mean a limit the user set was reached.
@@ -248,7 +249,7 @@ class ClaudeCodeAgent(CliAgent):
                 usage=usage,
                 final_message=last_text,
                 error=f"Claude Code stopped: {_LIMIT_SUBTYPES[subtype]} reached ({subtype})",
-                status="budget_exceeded",
+                status=AgentStatus.BUDGET_EXCEEDED,
             )
         errors = final.get("errors")
         detail = message or ("; ".join(str(e) for e in errors) if isinstance(errors, list) else "")

@@ -42,7 +42,7 @@ from ksi.interfaces import (
     Invocation,
     Usage,
 )
-from ksi.models import TaskSpec
+from ksi.models import AgentStatus, TaskSpec
 from ksi.proc import read_tail
 
 #: Linux refuses a single argv string longer than MAX_ARG_STRLEN (128 KiB);
@@ -109,11 +109,11 @@ def model_api_host(model: str | None) -> str:
 
 #: HTTP statuses a CLI may retry until KSI's timeout, and what such an attempt is.
 _RETRIED_STATUS = {
-    401: "auth_error",
-    403: "auth_error",
-    429: "rate_limited",
-    503: "rate_limited",
-    529: "rate_limited",
+    401: AgentStatus.AUTH_ERROR,
+    403: AgentStatus.AUTH_ERROR,
+    429: AgentStatus.RATE_LIMITED,
+    503: AgentStatus.RATE_LIMITED,
+    529: AgentStatus.RATE_LIMITED,
 }
 
 #: How much of each log the outcome reads for error text.
@@ -423,11 +423,13 @@ class CliAgent(AgentBase):
     def outcome(self, ctx: AgentContext, result: ExecResult | None) -> AgentOutcome:
         """Classify the run: timeout, spawn failure, reported errors, exit code."""
         if result is None:
-            return AgentOutcome(status="crashed", error=f"{self.name}: the agent process never ran")
+            return AgentOutcome(
+                status=AgentStatus.CRASHED, error=f"{self.name}: the agent process never ran"
+            )
         self._keep_trajectory(ctx)
         if result.spawn_error:
             return AgentOutcome(
-                status="crashed",
+                status=AgentStatus.CRASHED,
                 error=f"could not start {self.binary!r}: {result.spawn_error}; "
                 f"install it with: {self.install_command}",
             )
@@ -441,13 +443,15 @@ class CliAgent(AgentBase):
             why = _RETRIED_STATUS.get(parsed.retrying_status or 0)
             if why is not None:
                 error += f" while retrying HTTP {parsed.retrying_status} ({why})"
-            return AgentOutcome(why or "timeout", parsed.usage, parsed.final_message, error)
+            return AgentOutcome(
+                why or AgentStatus.TIMEOUT, parsed.usage, parsed.final_message, error
+            )
         failed = result.exit_code != 0 or bool(parsed.error) or parsed.status is not None
         if parsed.succeeded and result.exit_code == 0 and parsed.status is None:
             failed = False
         if not failed:
-            return AgentOutcome("completed", parsed.usage, parsed.final_message, "")
-        status = parsed.status or classify_text([parsed.error, stderr_tail]) or "crashed"
+            return AgentOutcome(AgentStatus.COMPLETED, parsed.usage, parsed.final_message, "")
+        status = parsed.status or classify_text([parsed.error, stderr_tail]) or AgentStatus.CRASHED
         error = (
             parsed.error
             or stderr_tail.strip()

@@ -16,6 +16,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from ksi.models import AgentStatus
+
 #: An HTTP status as CLIs print it ("status 429", "API Error: 529", "429 Too Many"),
 #: never a bare number (which could be a token count).
 _HTTP = r"(?:status|http|error|code)\W{{0,3}}(?:code\W{{0,3}})?{code}\b|(?-i:\b{code} [A-Z][a-z])"
@@ -24,11 +26,11 @@ _HTTP = r"(?:status|http|error|code)\W{{0,3}}(?:code\W{{0,3}})?{code}\b|(?-i:\b{
 #: come before rate-limit ones because providers report an exhausted balance
 #: as HTTP 429 too ("insufficient_quota"); context before auth because a
 #: context error message can mention the API key's model.
-_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
+_PATTERNS: tuple[tuple[AgentStatus, re.Pattern[str]], ...] = tuple(
     (status, re.compile(pattern, re.IGNORECASE))
     for status, pattern in (
         (
-            "context_exceeded",
+            AgentStatus.CONTEXT_EXCEEDED,
             r"context[_ ]?length[_ ]?exceeded|context[_ ]?window[_ ]?exceeded"
             r"|exceeds? (?:the )?(?:model'?s? )?context (?:window|limit|length)"
             r"|prompt is too long|maximum context length|input is too long"
@@ -37,14 +39,14 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
             r"|exceeds the maximum number of tokens",
         ),
         (
-            "budget_exceeded",
+            AgentStatus.BUDGET_EXCEEDED,
             r"insufficient[_ ]quota|credit balance is too low|usage limit (?:reached|exceeded)"
             r"|hit your usage limit|exceeded your current quota|billing|payment required"
             r"|spend(?:ing)? limit|budget (?:limit|exceeded)|max(?:imum)?[_ ]budget"
             r"|LimitsExceeded|cost limit|requests per day|daily (?:quota|limit)",
         ),
         (
-            "auth_error",
+            AgentStatus.AUTH_ERROR,
             _HTTP.format(code="40[13]") + r"|unauthori[sz]ed|authentication[_ ]?(?:error|failed)"
             r"|invalid[_ ]?(?:x-)?api[_ ]?key|incorrect api key|api key not valid"
             r"|invalid bearer token|not logged in|please run /login|please log ?in"
@@ -52,7 +54,7 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
             r"|missing (?:an )?api key|no api key|api[_ ]key.*(?:not set|missing|required)",
         ),
         (
-            "rate_limited",
+            AgentStatus.RATE_LIMITED,
             _HTTP.format(code="(?:429|529|503)") + r"|rate[_ ]?limit|too many requests|overloaded"
             r"|resource[_ ]?exhausted|RateLimitError|server(?:s)? (?:are|is) (?:down|busy)"
             r"|service unavailable|try again later|quota exceeded for quota metric",
@@ -61,7 +63,7 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
 )
 
 
-def classify_text(texts: Iterable[str]) -> str | None:
+def classify_text(texts: Iterable[str]) -> AgentStatus | None:
     """The status the first matching error text implies, or ``None`` when nothing matches."""
     joined = "\n".join(t for t in texts if t)
     if not joined.strip():

@@ -54,13 +54,18 @@ from ksi.agents.cli_base import (
 )
 from ksi.hookspecs import hookimpl
 from ksi.interfaces import AgentContext, ExecResult, Usage
+from ksi.models import AgentStatus
 from ksi.proc import read_tail
 
 APPROVAL_MODES = ("yolo", "auto_edit", "default")
 #: Exit codes with a meaning of their own.
-_EXIT_STATUS = {41: "auth_error", 53: "budget_exceeded"}
+_EXIT_STATUS = {41: AgentStatus.AUTH_ERROR, 53: AgentStatus.BUDGET_EXCEEDED}
 #: ``error.code`` values (HTTP statuses) with a meaning of their own.
-_CODE_STATUS = {401: "auth_error", 403: "auth_error", 429: "rate_limited"}
+_CODE_STATUS = {
+    401: AgentStatus.AUTH_ERROR,
+    403: AgentStatus.AUTH_ERROR,
+    429: AgentStatus.RATE_LIMITED,
+}
 #: ``GEMINI_CLI_HOME`` under the workspace's ``.ksi/`` when ``base_url`` is set.
 _HOME_SUBDIR = "gemini-home"
 #: The CLI's line for each retried API call ("Attempt 3 failed with status 429. Retrying...").
@@ -202,7 +207,7 @@ class GeminiCliAgent(CliAgent):
                 error += f" (code {code})"
         elif err:
             error = str(err)
-        if status == "budget_exceeded" and not error:
+        if status == AgentStatus.BUDGET_EXCEEDED and not error:
             error = "Gemini CLI stopped: turn limit exceeded (exit code 53)"
         retried = (
             _RETRY_LINE.findall(read_tail(result.stderr_path, 16_384)) if result.stderr_path else []

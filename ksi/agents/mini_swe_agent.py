@@ -48,6 +48,7 @@ from ksi.agents.cli_base import (
 from ksi.agents.errors import classify_text
 from ksi.hookspecs import hookimpl
 from ksi.interfaces import AgentContext, ExecResult, Usage
+from ksi.models import AgentStatus
 from ksi.proc import read_tail
 
 COST_TRACKING = ("", "default", "ignore_errors")
@@ -204,7 +205,7 @@ class MiniSweAgent(CliAgent):
                 usage=usage,
                 final_message=message,
                 error="mini-SWE-agent stopped: step or cost limit exceeded (LimitsExceeded)",
-                status="budget_exceeded",
+                status=AgentStatus.BUDGET_EXCEEDED,
             )
         if not traj:
             # mini died before saving (e.g. a bad option): its last stderr line says why.
@@ -223,7 +224,7 @@ class MiniSweAgent(CliAgent):
             usage=usage,
             final_message=message,
             error=error,
-            status=classify_text([error]) or "crashed",
+            status=classify_text([error]) or AgentStatus.CRASHED,
         )
 
 

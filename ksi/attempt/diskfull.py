@@ -26,11 +26,9 @@ import attrs
 
 from ksi.attempt.capture import remove_tree
 from ksi.errors import KsiError
-from ksi.records import WORKER_LOST, AttemptRecord
+from ksi.records import AttemptRecord, AttemptStatus, ErrorKind
 from ksi.serialization import write_json_atomic
 
-#: ``AttemptRecord.error_kind`` of an attempt the full disk stopped.
-DISK_FULL = "disk_full"
 #: Out of space, or out of the user's quota: the same remedy.
 _FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 #: Parts of an attempt directory that hold the agent's files (or copies of them).
@@ -77,9 +75,9 @@ def mark_disk_full(record: AttemptRecord, exc: BaseException) -> AttemptRecord:
     """The record of an attempt a full disk stopped: an error a resume runs again."""
     return attrs.evolve(
         record,
-        status="error",
+        status=AttemptStatus.ERROR,
         score=None,
-        error_kind=DISK_FULL,
+        error_kind=ErrorKind.DISK_FULL,
         error=f"disk full: {_describe(exc)}",
         retryable=True,
     )
@@ -94,7 +92,7 @@ def _describe(exc: BaseException) -> str:
 def reruns_on_resume(record: AttemptRecord) -> bool:
     """A full disk, or a worker that died, is no fault of the attempt: resume runs it
     again, ``--retries`` or not."""
-    return record.error_kind in (DISK_FULL, WORKER_LOST)
+    return record.error_kind in (ErrorKind.DISK_FULL, ErrorKind.WORKER_LOST)
 
 
 def wipe_after_disk_full(attempt_dir: Path) -> None:

@@ -43,7 +43,6 @@ from ksi.attempt.clock import AttemptClock
 from ksi.attempt.components import Components, component_name, resolve_components
 from ksi.attempt.diff import write_diff
 from ksi.attempt.diskfull import (
-    DISK_FULL,
     is_disk_full,
     mark_disk_full,
     save_unless_disk_full,
@@ -60,20 +59,26 @@ from ksi.interfaces import (
     ExecResult,
     GivesFeedback,
 )
-from ksi.models import EvalResult, TaskSpec, total_usage
+from ksi.models import AgentStatus, EvalResult, EvalStatus, TaskSpec, total_usage
 from ksi.protected_files import ProtectRule
-from ksi.records import AttemptRecord, RoundResult, now
+from ksi.records import AttemptRecord, AttemptStatus, ErrorKind, RoundResult, now
 from ksi.serialization import to_data
 from ksi.tasks.prompts import agent_prompt
 
 #: Agent statuses meaning the agent never really worked on the task.
 AGENT_INFRA_STATUSES = frozenset(
-    {"auth_error", "rate_limited", "overloaded", "budget_exceeded", "error"}
+    {
+        AgentStatus.AUTH_ERROR,
+        AgentStatus.RATE_LIMITED,
+        AgentStatus.OVERLOADED,
+        AgentStatus.BUDGET_EXCEEDED,
+        AgentStatus.ERROR,
+    }
 )
 #: Agent statuses worth another try after a pause (the driver backs off on them).
-RETRYABLE_AGENT_STATUSES = frozenset({"rate_limited", "overloaded"})
+RETRYABLE_AGENT_STATUSES = frozenset({AgentStatus.RATE_LIMITED, AgentStatus.OVERLOADED})
 #: Eval statuses that are deterministic: retrying cannot change them.
-FINAL_EVAL_STATUSES = frozenset({"no_eval"})
+FINAL_EVAL_STATUSES = frozenset({EvalStatus.NO_EVAL})
 
 
 # -- components, once per process and driver session ---------------------------------
@@ -161,7 +166,7 @@ def execute_attempt(job: AttemptJob, attempt_dir: Path) -> AttemptRecord:
         record = _Attempt(job, Path(attempt_dir), parts, token).run()
     finally:
         close_token(job.session_id, token)
-    if record.error_kind == DISK_FULL:
+    if record.error_kind == ErrorKind.DISK_FULL:
         wipe_after_disk_full(Path(attempt_dir))  # the filler goes; the logs stay
     if not token.cancelled:
         # A copy of the journal line: a full disk costs the copy, never the attempt
@@ -266,7 +271,7 @@ class _Attempt:
         except Exception as exc:
             record = AttemptRecord(
                 **self.base,
-                status="error",
+                status=AttemptStatus.ERROR,
                 score=None,
                 agent_status=outcome.status,
                 error=f"{type(exc).__name__}: {exc} (while {self.clock.step})",
@@ -360,13 +365,13 @@ class _Attempt:
         rounds: tuple[RoundResult, ...] = (),
     ) -> AttemptRecord:
         if outcome.status in AGENT_INFRA_STATUSES:
-            status, score = "agent_error", None
+            status, score = AttemptStatus.AGENT_ERROR, None
             retryable = outcome.status in RETRYABLE_AGENT_STATUSES
         elif eval_result is None or eval_result.native_score is None:
-            status, score = "unscored", None
+            status, score = AttemptStatus.UNSCORED, None
             retryable = eval_result is None or eval_result.status not in FINAL_EVAL_STATUSES
         else:
-            status, score, retryable = "scored", eval_result.native_score, False
+            status, score, retryable = AttemptStatus.SCORED, eval_result.native_score, False
         return AttemptRecord(
             **self.base,
             status=status,

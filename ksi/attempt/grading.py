@@ -25,6 +25,7 @@ from ksi.attempt.capture import capture_repo, copy_tree, remove_tree
 from ksi.attempt.clock import AttemptClock
 from ksi.attempt.components import Components, component_name
 from ksi.attempt.job import AttemptJob
+from ksi.choices import EvalIn
 from ksi.interfaces import AttemptContext, EnvironmentHandle
 from ksi.models import EvalResult
 from ksi.protected_files import ProtectRule
@@ -64,7 +65,7 @@ class Grader:
     def _after_capture(self, live_repo: Path, captured: Path) -> EvalResult:
         job, evaluator = self.job, self.parts.evaluator
         log_dir = self.dir / "eval"
-        if job.settings.eval_in == "environment":
+        if job.settings.eval_in == EvalIn.ENVIRONMENT:
             return self._in_fresh_environment(captured)
         if not job.settings.wipe_workspace:
             return evaluator.grade(job.task, live_repo, log_dir=log_dir)
@@ -133,7 +134,7 @@ class Grader:
             )
             if self.parts.grades_in == "environment":
                 return self.parts.evaluator.grade(job.task, repo, env=handle, log_dir=log_dir)
-            env = handle if cfg.eval_in == "environment" else None
+            env = handle if cfg.eval_in == EvalIn.ENVIRONMENT else None
             # Inside the environment's workspace when the environment runs the grade.
             work = (repo.parent / f".ksi-round-{number}" if env else log_dir) / "repo"
             remove_tree(work)

@@ -22,7 +22,7 @@ import attrs
 
 from ksi.layout import RunLayout
 from ksi.models import TaskSpec
-from ksi.records import AttemptRecord, KnowledgeRef
+from ksi.records import AttemptRecord, ErrorKind, KnowledgeRef
 
 ComponentKind = Literal["agent", "environment", "evaluator"]
 
@@ -144,9 +144,9 @@ class JobOutcome:
     record: AttemptRecord | None = None
     #: Set when executing the job raised or its worker died (no record then).
     error: str = ""
-    #: With ``error``: :data:`ksi.records.WORKER_LOST` when the process or
+    #: With ``error``: :attr:`~ksi.records.ErrorKind.WORKER_LOST` when the process or
     #: machine running the job died (the record gets it; a resume runs it again).
-    error_kind: str = ""
+    error_kind: ErrorKind = attrs.field(default=ErrorKind.NONE, converter=ErrorKind)
 
 
 def pickled_job(job: AttemptJob) -> bytes:

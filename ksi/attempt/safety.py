@@ -20,12 +20,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from ksi.attempt.envscrub import agent_optional_env
+from ksi.choices import EvalIn, EvalIsolation
 from ksi.errors import UserInputError
 from ksi.interfaces import Agent, Environment, Evaluator
 from ksi.kinds import EVALUATOR
-
-#: ``--eval-isolation`` values; ``auto``: ``sandbox`` when the agent ran isolated.
-EVAL_ISOLATION_CHOICES = ("auto", "none", "sandbox")
 
 
 def agent_is_isolated(environment: Environment | None) -> bool:
@@ -39,22 +37,22 @@ def agent_is_isolated(environment: Environment | None) -> bool:
 
 
 def decide_eval_isolation(
-    choice: str, environment: Environment | None, *, eval_in: str = "host"
-) -> str:
+    choice: str, environment: Environment | None, *, eval_in: str = EvalIn.HOST
+) -> EvalIsolation:
     """``none`` or ``sandbox`` for ``--eval-isolation choice`` with this environment.
 
     ``auto`` isolates when the agent ran isolated; with ``--eval-in
     environment`` nothing is graded on the host, so nothing needs bubblewrap.
     """
-    if choice not in EVAL_ISOLATION_CHOICES:
+    if choice not in tuple(EvalIsolation):
         raise UserInputError(
-            f"--eval-isolation: {choice!r} is not one of {', '.join(EVAL_ISOLATION_CHOICES)}"
+            f"--eval-isolation: {choice!r} is not one of {', '.join(EvalIsolation)}"
         )
-    if choice != "auto":
-        return choice
-    if eval_in == "environment":
-        return "none"
-    return "sandbox" if agent_is_isolated(environment) else "none"
+    if choice != EvalIsolation.AUTO:
+        return EvalIsolation(choice)
+    if eval_in == EvalIn.ENVIRONMENT:
+        return EvalIsolation.NONE
+    return EvalIsolation.SANDBOX if agent_is_isolated(environment) else EvalIsolation.NONE
 
 
 def configure_host_grading(

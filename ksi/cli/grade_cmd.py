@@ -21,6 +21,7 @@ import typer
 
 from ksi.attempt.components import component_name, resolve_host_evaluator
 from ksi.attempt.safety import configure_host_grading, decide_eval_isolation
+from ksi.choices import EvalIsolation
 from ksi.cli.common import (
     EvalEnvOption,
     EvaluatorOption,
@@ -99,7 +100,7 @@ def grade_workspace(
     )
     # No agent ran here: ``auto`` grades the author's own directory without isolation.
     isolation = decide_eval_isolation(eval_isolation, None)
-    isolation = "none" if eval_isolation == "auto" else isolation
+    isolation = EvalIsolation.NONE if eval_isolation == EvalIsolation.AUTO else isolation
     grader = configure_host_grading(grader, isolation=isolation, pass_env=eval_env)
     if log_dir is not None:
         try:

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from ksi.choices import EvalIn, EvalIsolation, KnowledgeEvalOutput, KnowledgeMode
 from ksi.cli.common import (
     AgentOption,
     EnvironmentOption,
@@ -45,11 +46,7 @@ from ksi.cli.common import (
 )
 from ksi.cli.config_file import ConfigOption
 from ksi.errors import UserInputError
-from ksi.knowledge.choices import (
-    DEFAULT_KNOWLEDGE_BUDGET,
-    KNOWLEDGE_CHOICES,
-    KNOWLEDGE_EVAL_OUTPUT_CHOICES,
-)
+from ksi.knowledge.choices import DEFAULT_KNOWLEDGE_BUDGET
 from ksi.limits import MAX_TIMEOUT_SEC
 from ksi.text import printable
 
@@ -289,7 +286,6 @@ def run_command(
     from KSI_* environment variables; the command line wins over both.
     """
     # start-up: `ksi run --help` imports no runner
-    from ksi.attempt.safety import EVAL_ISOLATION_CHOICES
     from ksi.layout import RunLayout
     from ksi.options import parse_key_values
     from ksi.rundir.config import RunConfig, default_concurrency
@@ -321,9 +317,9 @@ def run_command(
         "environment_options": env_options,
         "evaluator": evaluator,
         "evaluator_options": parse_key_values(evaluator_option or [], "--evaluator-option"),
-        "eval_in": _check_choice("--eval-in", eval_in, ("host", "environment")),
+        "eval_in": _check_choice("--eval-in", eval_in, tuple(EvalIn)),
         "eval_env": list(eval_env or []),
-        "eval_isolation": _check_choice("--eval-isolation", eval_isolation, EVAL_ISOLATION_CHOICES),
+        "eval_isolation": _check_choice("--eval-isolation", eval_isolation, tuple(EvalIsolation)),
         "executor": executor,
         "executor_options": parse_key_values(executor_option or [], "--executor-option"),
         "attempts": attempts,
@@ -343,11 +339,11 @@ def run_command(
         "generations": generations,
         "strategy": strategy,
         "holdout_task_ids": list(split_patterns(holdout_task_ids)) or None,
-        "knowledge": _check_choice("--knowledge", knowledge, KNOWLEDGE_CHOICES),
+        "knowledge": _check_choice("--knowledge", knowledge, tuple(KnowledgeMode)),
         "distiller": distiller,
         "distiller_options": parse_key_values(distiller_option or [], "--distiller-option"),
         "knowledge_eval_output": _check_choice(
-            "--knowledge-eval-output", knowledge_eval_output, KNOWLEDGE_EVAL_OUTPUT_CHOICES
+            "--knowledge-eval-output", knowledge_eval_output, tuple(KnowledgeEvalOutput)
         ),
         "knowledge_budget_bytes": knowledge_budget,
         "seed_knowledge": str(seed_knowledge.resolve()) if seed_knowledge else None,

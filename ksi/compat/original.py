@@ -24,15 +24,8 @@ import attrs
 
 from ksi.compat.task_keys import LEGACY_KEYS
 from ksi.errors import TaskLoadError
-from ksi.eval.scoring import (
-    STATUS_MISSING_WORKSPACE,
-    STATUS_NO_EVAL,
-    STATUS_SCORED,
-    STATUS_SPAWN_FAILED,
-    STATUS_TIMEOUT,
-)
 from ksi.interfaces import Evaluator
-from ksi.models import EvalResult, TaskSpec
+from ksi.models import EvalResult, EvalStatus, TaskSpec
 from ksi.problems import Problem
 from ksi.tasks.prompts import agent_prompt
 
@@ -49,12 +42,12 @@ ORIGINAL_KEYS = (
 
 #: KSI's status -> the original KSI's word for it, as ``evaluate()`` reports it. Any
 #: status not listed (``eval_error``: KSI could not prepare the grading) is kept.
-STATUS_WORDS = {
-    STATUS_SCORED: "evaluated",
-    STATUS_TIMEOUT: "eval_timeout",
-    STATUS_SPAWN_FAILED: "eval_spawn_failed",
-    STATUS_MISSING_WORKSPACE: "no_workspace",
-    STATUS_NO_EVAL: "no_eval_command",
+STATUS_WORDS: dict[str, str] = {
+    EvalStatus.SCORED: "evaluated",
+    EvalStatus.TIMEOUT: "eval_timeout",
+    EvalStatus.SPAWN_FAILED: "eval_spawn_failed",
+    EvalStatus.MISSING_WORKSPACE: "no_workspace",
+    EvalStatus.NO_EVAL: "no_eval_command",
 }
 
 
@@ -106,7 +99,7 @@ def as_original_tasks(tasks: Iterable[TaskSpec]) -> list[TaskSpec]:
 def original_result(result: EvalResult) -> dict[str, Any]:
     """The original KSI's result dict: KSI's fields, the status in the original's word."""
     data = result.as_dict()
-    data["status"] = STATUS_WORDS.get(result.status, result.status)
+    data["status"] = STATUS_WORDS.get(result.status, data["status"])
     return data
 
 
@@ -136,7 +129,7 @@ def evaluate(
             task.starting_files.seed_into(workdir, task_id=task.id)
         except Exception as exc:  # any failure to copy means nothing to grade
             result = EvalResult(
-                STATUS_MISSING_WORKSPACE,
+                EvalStatus.MISSING_WORKSPACE,
                 None,
                 eval_workdir=str(workdir),
                 notes=(

@@ -32,6 +32,7 @@ from typing import Any, ClassVar, Literal, Protocol
 
 import attrs
 
+from ksi.choices import EvalIsolation
 from ksi.compat.original import evaluate as evaluate_original
 from ksi.eval.host_safety import (
     ISOLATIONS,
@@ -41,11 +42,6 @@ from ksi.eval.host_safety import (
     require_isolation,
 )
 from ksi.eval.scoring import (
-    STATUS_MISSING_WORKSPACE,
-    STATUS_NO_EVAL,
-    STATUS_SCORED,
-    STATUS_SPAWN_FAILED,
-    STATUS_TIMEOUT,
     read_score_file,
     remove_stale_score_file,
     score_conflict,
@@ -54,12 +50,9 @@ from ksi.eval.scoring import (
 from ksi.hookspecs import Register, hookimpl
 from ksi.interfaces import EnvironmentHandle, EvaluatorBase, Invocation
 from ksi.limits import timeout_problem
-from ksi.models import EvalResult, TaskSpec
+from ksi.models import EvalResult, EvalStatus, TaskSpec
 from ksi.proc import read_tail, run_process
 
-#: Status of an attempt that could not be graded for a reason on KSI's side
-#: (the starting files could not be copied, a stale score.json could not be deleted).
-STATUS_EVAL_ERROR = "eval_error"
 #: Why a score.json the command wrote did not count, with ``score_json=false``.
 SCORE_JSON_OFF_NOTE = "score.json ignored: only the tests' exit status counts"
 STDOUT_LOG = "eval.stdout.log"
@@ -126,7 +119,7 @@ class CommandEvaluator(EvaluatorBase):
     tail_bytes: int = attrs.field(default=4096, validator=_positive_int)
     log_cap_bytes: int = attrs.field(default=10 * 1024 * 1024, validator=_positive_int)
     keep_workdir: bool = False
-    isolation: str = attrs.field(default="none", validator=_isolation)
+    isolation: str = attrs.field(default=EvalIsolation.NONE, validator=_isolation)
     pass_env: tuple[str, ...] = ()
     bwrap_binary: str = "bwrap"
     score_json: bool = True
@@ -140,7 +133,7 @@ class CommandEvaluator(EvaluatorBase):
         """
         check_pass_env(pass_env)
         binary = self.bwrap_binary
-        if isolation == "sandbox":
+        if isolation == EvalIsolation.SANDBOX:
             binary = require_isolation(binary)
         return attrs.evolve(
             self, isolation=isolation, pass_env=tuple(pass_env), bwrap_binary=binary
@@ -181,7 +174,7 @@ class CommandEvaluator(EvaluatorBase):
         base: dict[str, Any] = {"eval_workdir": str(workdir)}
         if not command:
             return EvalResult(
-                STATUS_NO_EVAL,
+                EvalStatus.NO_EVAL,
                 None,
                 notes=(f"task {task.id!r} has no eval command; nothing to grade",),
                 details={"command": ""},
@@ -192,7 +185,7 @@ class CommandEvaluator(EvaluatorBase):
         if not workdir.is_dir():
             what = "is not a directory" if workdir.exists() else "does not exist"
             return EvalResult(
-                STATUS_MISSING_WORKSPACE,
+                EvalStatus.MISSING_WORKSPACE,
                 None,
                 notes=(f"workspace {str(workdir)!r} {what}; unscored",),
                 details=details,
@@ -203,7 +196,7 @@ class CommandEvaluator(EvaluatorBase):
             env_cwd = _relative_in(workdir, Path(env.host_workspace))
             if env_cwd is None:
                 return EvalResult(
-                    STATUS_EVAL_ERROR,
+                    EvalStatus.EVAL_ERROR,
                     None,
                     notes=(
                         f"workspace {str(workdir)!r} is not inside the environment's workspace "
@@ -219,7 +212,7 @@ class CommandEvaluator(EvaluatorBase):
             stale = remove_stale_score_file(workdir)
         except OSError as exc:
             return EvalResult(
-                STATUS_EVAL_ERROR,
+                EvalStatus.EVAL_ERROR,
                 None,
                 notes=(f"could not delete the stale score.json in the workspace: {exc}",),
                 details=details,
@@ -278,7 +271,7 @@ class CommandEvaluator(EvaluatorBase):
             argv, env = self._host_process(task, command, workdir)
             details = {
                 **details,
-                "isolation": self.isolation,
+                "isolation": str(self.isolation),  # a plain word in the details
                 "env_passed": sorted(n for n in self.pass_env if n in env),
             }
             proc: _Ran = run_process(
@@ -329,14 +322,16 @@ class CommandEvaluator(EvaluatorBase):
                 f"could not start the eval command with shell {self.shell!r}: {proc.spawn_error}"
             )
             return EvalResult(
-                STATUS_SPAWN_FAILED, None, notes=tuple(notes), details=details, **common
+                EvalStatus.SPAWN_FAILED, None, notes=tuple(notes), details=details, **common
             )
         if proc.timed_out or proc.exit_code is None:
             notes.append(
                 f"eval command did not finish within {timeout:g}s; it and every process it "
                 "started were killed; unscored"
             )
-            return EvalResult(STATUS_TIMEOUT, None, notes=tuple(notes), details=details, **common)
+            return EvalResult(
+                EvalStatus.TIMEOUT, None, notes=tuple(notes), details=details, **common
+            )
         score = score_from_exit_code(proc.exit_code)
         details["score_source"] = "exit_code"
         if proc.exit_code in _EXIT_HINTS:
@@ -355,7 +350,7 @@ class CommandEvaluator(EvaluatorBase):
             if conflict is not None:
                 details["score_conflict"] = True
                 notes.insert(0, conflict)
-        return EvalResult(STATUS_SCORED, score, notes=tuple(notes), details=details, **common)
+        return EvalResult(EvalStatus.SCORED, score, notes=tuple(notes), details=details, **common)
 
 
 class _Ran(Protocol):

@@ -26,11 +26,12 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ksi.attempt.envscrub import passthrough_problems, scrubbed_env
+from ksi.choices import EvalIsolation
 from ksi.environments.sandbox import HIDDEN_VARS, bwrap_args, run_dirs_to_hide
 from ksi.errors import UserInputError
 
-#: ``none``: a plain host process; ``sandbox``: inside bubblewrap.
-ISOLATIONS = ("none", "sandbox")
+#: How a host grade runs, once ``auto`` is decided: a plain host process, or inside bubblewrap.
+ISOLATIONS = (EvalIsolation.NONE, EvalIsolation.SANDBOX)
 #: ``HOME`` of a sandboxed eval command: an empty directory in its private /tmp.
 SANDBOX_HOME = "/tmp/home"
 
@@ -42,7 +43,7 @@ def eval_process_env(
 ) -> dict[str, str]:
     """The eval command's environment: scrubbed, plus the names passed, plus KSI's two."""
     env = scrubbed_env(required=(), optional=(), passthrough=pass_env)
-    if isolation == "sandbox":
+    if isolation == EvalIsolation.SANDBOX:
         # Host places the sandbox hides (TMPDIR, XDG dirs) would only mislead the command.
         env = {k: v for k, v in env.items() if k not in HIDDEN_VARS or k in pass_env}
         env["HOME"] = SANDBOX_HOME
@@ -52,7 +53,7 @@ def eval_process_env(
 
 def eval_argv(argv: Sequence[str], workdir: Path, *, isolation: str, binary: str) -> list[str]:
     """``argv`` as run on the host: unchanged, or inside bubblewrap with ``workdir`` writable."""
-    if isolation != "sandbox":
+    if isolation != EvalIsolation.SANDBOX:
         return list(argv)
     workdir = workdir.resolve()
     # The eval directory sits in the run directory: the rest of it (other attempts' live
@@ -85,7 +86,7 @@ def require_isolation(binary: str) -> str:
             "files and network)"
         )
     with tempfile.TemporaryDirectory(prefix="ksi-eval-probe-") as tmp:
-        argv = eval_argv(["true"], Path(tmp), isolation="sandbox", binary=found)
+        argv = eval_argv(["true"], Path(tmp), isolation=EvalIsolation.SANDBOX, binary=found)
         try:
             res = subprocess.run(argv, capture_output=True, text=True, timeout=30)
         except (OSError, subprocess.TimeoutExpired) as exc:

@@ -30,13 +30,6 @@ SCORE_FILE = "score.json"
 #: A score file larger than this is not read (a partial-credit score is a few bytes).
 MAX_SCORE_FILE_BYTES = 64 * 1024
 
-#: Statuses of an :class:`ksi.models.EvalResult`.
-STATUS_SCORED = "scored"
-STATUS_TIMEOUT = "timeout"
-STATUS_MISSING_WORKSPACE = "missing_workspace"
-STATUS_SPAWN_FAILED = "spawn_failed"
-STATUS_NO_EVAL = "no_eval"
-
 
 def score_from_exit_code(exit_code: int) -> float:
     """1.0 for a clean exit, 0.0 for anything else (including death by a signal)."""

@@ -43,7 +43,7 @@ import attrs
 
 from ksi.errors import UnknownComponentError
 from ksi.hookspecs import Register, hookimpl
-from ksi.jobs import WORKER_LOST, AttemptJob, AttemptRecord, JobOutcome, pickled_job
+from ksi.jobs import AttemptJob, AttemptRecord, ErrorKind, JobOutcome, pickled_job
 
 #: Seconds a worker whose record pipe closed has to finish dying before it is killed.
 _DEATH_WAIT_SEC = 5.0
@@ -195,7 +195,7 @@ class ProcessExecutor:
             return JobOutcome(
                 job,
                 error=f"the worker process running this attempt died ({how})",
-                error_kind=WORKER_LOST,
+                error_kind=ErrorKind.WORKER_LOST,
             )
         try:
             record, error = pickle.loads(data)

@@ -225,7 +225,7 @@ class AgentDistiller:
             usage = record.usage
             notes_path = Path(request.workdir) / record.attempt_dir / "captured" / "repo"
             notes_path = notes_path / NOTES_FILE
-            if record.status in ("error", "agent_error"):
+            if record.status.is_error:
                 raise DistillationFailed(
                     f"the agent failed ({record.agent_status or record.status}: "
                     f"{record.error or 'no detail'})"

@@ -17,7 +17,7 @@ from pathlib import Path
 from ksi.attempt.diff import header_path
 from ksi.knowledge.models import AttemptEvidence, TaskEvidence
 from ksi.models import is_solved
-from ksi.records import AttemptRecord
+from ksi.records import AttemptRecord, AttemptStatus
 from ksi.rundir.journal import latest_by_attempt
 
 #: Lines starting like this in diff.patch name the files an attempt touched.
@@ -33,7 +33,7 @@ def scored(records: Iterable[AttemptRecord]) -> list[AttemptRecord]:
     return [
         r
         for r in sorted(latest.values(), key=lambda r: (r.generation, r.attempt))
-        if r.status == "scored" and r.score is not None
+        if r.status == AttemptStatus.SCORED and r.score is not None
     ]
 
 

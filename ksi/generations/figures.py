@@ -14,7 +14,13 @@ from typing import Any
 from ksi.generations.phases import Phases
 from ksi.knowledge.store import KnowledgeUnreadable, read_knowledge
 from ksi.models import is_solved
-from ksi.records import AttemptRecord, GenerationsSummary, GenerationSummary, TaskGenerations
+from ksi.records import (
+    AttemptRecord,
+    AttemptStatus,
+    GenerationsSummary,
+    GenerationSummary,
+    TaskGenerations,
+)
 from ksi.rundir.journal import latest_by_attempt, spending_records
 
 
@@ -34,7 +40,9 @@ def summarize_generations(
     phases = Phases.read(run_dir)
     holdouts = tuple(t for t in config.get("holdout_task_ids") or () if t in set(task_ids))
     learning = [t for t in task_ids if t not in set(holdouts)]
-    latest = [r for r in latest_by_attempt(list(records)).values() if r.status == "scored"]
+    latest = [
+        r for r in latest_by_attempt(list(records)).values() if r.status == AttemptStatus.SCORED
+    ]
     by_gen: dict[int, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     for rec in latest:
         assert rec.score is not None

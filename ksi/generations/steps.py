@@ -29,6 +29,7 @@ import attrs
 
 from ksi.attempt.diskfull import reruns_on_resume
 from ksi.attempt.job import ContextFile
+from ksi.choices import KnowledgeEvalOutput, KnowledgeMode
 from ksi.errors import DistillationFailed
 from ksi.generations.evidence import build_evidence, scored
 from ksi.generations.evidence_distiller import evidence_notes
@@ -41,7 +42,7 @@ from ksi.knowledge.store import (
     read_knowledge,
     write_knowledge,
 )
-from ksi.models import TaskSpec, Usage, is_solved
+from ksi.models import AgentStatus, TaskSpec, Usage, is_solved
 from ksi.records import AttemptRecord, KnowledgeRef, now
 from ksi.rundir.config import RunConfig
 from ksi.rundir.journal import latest_by_attempt
@@ -77,7 +78,7 @@ def may_retry(record: AttemptRecord, retries: int) -> bool:
 def _auth_failed(record: AttemptRecord) -> bool:
     """The agent could not authenticate: no fault of the attempt, so a resume (after the
     key is fixed) runs it again, ``--retries`` or not; within one session it is not retried."""
-    return record.agent_status == "auth_error"
+    return record.agent_status == AgentStatus.AUTH_ERROR
 
 
 def missing_attempts(
@@ -119,7 +120,7 @@ def task_states(
 
 def knowledge_for(run_dir: Path, generation: int, config: RunConfig) -> Knowledge | None:
     """The notes generation ``generation`` gets: the newest stored at or before ``g-1``."""
-    if config.knowledge == "none":
+    if config.knowledge == KnowledgeMode.NONE:
         return None
     return newest_knowledge(run_dir, generation - 1)
 
@@ -139,7 +140,7 @@ def context_for(
 
 def needs_distillation(generation: int, config: RunConfig) -> str:
     """Why generation ``generation`` is not distilled ("" when it is)."""
-    if config.knowledge == "none":
+    if config.knowledge == KnowledgeMode.NONE:
         return "--knowledge none"
     if config.generations == 1:
         return "a run of one generation"
@@ -222,7 +223,7 @@ def distill(
             holdouts=config.holdout_task_ids or (),
             solved_threshold=config.solved_threshold,
             budget_bytes=config.knowledge_budget_bytes,
-            eval_output=config.knowledge_eval_output == "tail",
+            eval_output=config.knowledge_eval_output == KnowledgeEvalOutput.TAIL,
         ),
         previous=newest_knowledge(run_dir, generation - 1),
         budget_bytes=config.knowledge_budget_bytes,

@@ -5,7 +5,7 @@
 * ``store``: ``knowledge/<generation>/`` in the run directory (immutable once
   written), bundles for ``ksi knowledge export`` / ``--seed-knowledge``;
 * ``render``: ``KNOWLEDGE.md`` for one attempt, under the one size budget;
-* ``choices``: the generation options' allowed values (read by the CLI at start).
+* ``choices``: the generation options' defaults (read by the CLI at start).
 
 The loop that writes and reads them is :mod:`ksi.generations`.
 """

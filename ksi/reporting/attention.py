@@ -25,7 +25,8 @@ import os
 
 import attrs
 
-from ksi.records import AttemptRecord, RunSummary, SkippedFile
+from ksi.models import EvalStatus
+from ksi.records import AttemptRecord, AttemptStatus, RunSummary, SkippedFile
 from ksi.reporting.summary import has_score_conflict
 from ksi.rundir.journal import latest_by_attempt
 
@@ -81,7 +82,7 @@ def describe_agent(record: AttemptRecord) -> str:
     elif record.agent_exit_code is not None:
         parts.append(f"exit code {record.agent_exit_code}")
     text = ", ".join(parts)
-    if record.status == "error":
+    if record.status == AttemptStatus.ERROR:
         return text  # the error is KSI's, told as the grading's reason
     error = first_line(record.error)
     return f"{text}: {error}" if error else text
@@ -89,14 +90,14 @@ def describe_agent(record: AttemptRecord) -> str:
 
 def describe_grading(record: AttemptRecord) -> str:
     """Why grading failed, or what it concluded."""
-    if record.status == "error":
+    if record.status == AttemptStatus.ERROR:
         return f"not graded: {first_line(record.error) or 'KSI failed on this attempt'}"
-    if record.status == "agent_error":
+    if record.status == AttemptStatus.AGENT_ERROR:
         return "not graded: the agent never worked on the task"
     result = record.eval
     if result is None:
         return "not graded"
-    if result.status == "no_eval":
+    if result.status == EvalStatus.NO_EVAL:
         return "not graded: the task has no eval command (unscored task)"
     head = f"{result.status}"
     if result.native_score is not None:

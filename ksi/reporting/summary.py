@@ -19,7 +19,7 @@ import attrs
 
 from ksi.generations.figures import summarize_generations
 from ksi.layout import RunLayout
-from ksi.records import AttemptRecord, RunSummary, TaskSummary, is_solved
+from ksi.records import AttemptRecord, AttemptStatus, RunSummary, TaskSummary, is_solved
 from ksi.rundir.journal import (
     JournalContents,
     journal_warnings,
@@ -73,7 +73,7 @@ def summarize(
     tasks: list[TaskSummary] = []
     for task_id in task_ids:
         recs = by_task.get(task_id, [])
-        scores = [r.score for r in recs if r.status == "scored" and r.score is not None]
+        scores = [r.score for r in recs if r.status == AttemptStatus.SCORED and r.score is not None]
         successes = sum(1 for s in scores if is_solved(s, solved_threshold))
         best = max(scores) if scores else None
         task_pass: float | None = None
@@ -90,8 +90,8 @@ def summarize(
                 task_id=task_id,
                 attempts=len(recs),
                 scored=len(scores),
-                unscored=sum(1 for r in recs if r.status == "unscored"),
-                errors=sum(1 for r in recs if r.status in ("error", "agent_error")),
+                unscored=sum(1 for r in recs if r.status == AttemptStatus.UNSCORED),
+                errors=sum(1 for r in recs if r.status.is_error),
                 best_score=best,
                 solved=is_solved(best, solved_threshold),
                 successes=successes,
@@ -117,8 +117,8 @@ def summarize(
         solved_tasks=solved,
         solve_rate=solved / len(task_ids) if task_ids else 0.0,
         mean_best_score=sum(bests) / len(bests) if bests else None,
-        unscored_attempts=sum(1 for r in latest.values() if r.status == "unscored"),
-        error_attempts=sum(1 for r in latest.values() if r.status in ("error", "agent_error")),
+        unscored_attempts=sum(1 for r in latest.values() if r.status == AttemptStatus.UNSCORED),
+        error_attempts=sum(1 for r in latest.values() if r.status.is_error),
         pass_at_k={f"pass@{k}": sum(v) / len(v) for k, v in sorted(pass_sums.items()) if v},
         solved_threshold=solved_threshold,
         wall_time_sec=wall_time_sec,

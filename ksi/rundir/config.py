@@ -18,11 +18,8 @@ from typing import Any
 
 import attrs
 
-from ksi.knowledge.choices import (
-    DEFAULT_KNOWLEDGE_BUDGET,
-    KNOWLEDGE_CHOICES,
-    KNOWLEDGE_EVAL_OUTPUT_CHOICES,
-)
+from ksi.choices import EvalIn, EvalIsolation, KnowledgeEvalOutput, KnowledgeMode
+from ksi.knowledge.choices import DEFAULT_KNOWLEDGE_BUDGET
 from ksi.limits import timeout_problem
 from ksi.models import TaskSpec
 from ksi.protected_files import glob_problem
@@ -122,7 +119,7 @@ class RunConfig:
     evaluator: str | None = None
     evaluator_options: dict[str, str] = attrs.field(factory=dict)
     #: Where host evaluators grade: "host" (the spec) or "environment".
-    eval_in: str = "host"
+    eval_in: EvalIn = EvalIn.HOST
     executor: str = "local"
     #: ``--executor-option KEY=VALUE``: how the executor reaches its workers (free on a
     #: resume: it may run on another cluster).
@@ -146,7 +143,7 @@ class RunConfig:
     #: Host variables the eval command gets besides the scrubbed environment.
     eval_env: list[str] = attrs.field(factory=list)
     #: Host grading in bubblewrap: "auto" (when the agent ran isolated), "none", "sandbox".
-    eval_isolation: str = "auto"
+    eval_isolation: EvalIsolation = EvalIsolation.AUTO
     log_cap_bytes: int = 20 * 1024 * 1024
     capture_max_file_bytes: int = 10 * 1024 * 1024
     #: Globs of files under repo/ that capture protects like test files (``--protect``).
@@ -159,12 +156,12 @@ class RunConfig:
     #: Tasks run in every generation, never learned from, reported apart.
     holdout_task_ids: list[str] | None = None
     #: ``notes`` (later generations get earlier ones' notes) or ``none`` (the control arm).
-    knowledge: str = "notes"
+    knowledge: KnowledgeMode = KnowledgeMode.NOTES
     #: Who writes the notes after a generation (``ksi_register_distillers``).
     distiller: str = "evidence"
     distiller_options: dict[str, str] = attrs.field(factory=dict)
     #: ``tail``: failing attempts' eval output tails go into the notes; ``none``: never.
-    knowledge_eval_output: str = "tail"
+    knowledge_eval_output: KnowledgeEvalOutput = KnowledgeEvalOutput.TAIL
     #: The most bytes of notes one attempt receives (the one size budget).
     knowledge_budget_bytes: int = DEFAULT_KNOWLEDGE_BUDGET
     #: A knowledge bundle (``ksi knowledge export``) the first generation starts from.
@@ -197,21 +194,19 @@ class RunConfig:
             out.append(f"timeout_sec (--timeout): {problem}")
         if not isinstance(self.wipe_workspace, bool):
             out.append(f"wipe_workspace: expected True or False, got {self.wipe_workspace!r}")
-        if self.eval_in not in ("host", "environment"):
-            out.append(f"eval_in: expected 'host' or 'environment', got {self.eval_in!r}")
-        if self.eval_isolation not in ("auto", "none", "sandbox"):
-            out.append(
-                f"eval_isolation: expected 'auto', 'none' or 'sandbox', got {self.eval_isolation!r}"
-            )
+        # A word given as a plain string (``ksi.run(eval_in="host")``) stays one: it equals
+        # its member. One that is not a member's word is reported here with the others.
+        for name, words in (
+            ("eval_in", EvalIn),
+            ("eval_isolation", EvalIsolation),
+            ("knowledge", KnowledgeMode),
+            ("knowledge_eval_output", KnowledgeEvalOutput),
+        ):
+            value = getattr(self, name)
+            if value not in tuple(words):
+                out.append(f"{name}: expected {_one_of(words)}, got {value!r}")
         out.extend(f"protect (--protect): {why}" for g in self.protect if (why := glob_problem(g)))
-        if self.knowledge not in KNOWLEDGE_CHOICES:
-            out.append(f"knowledge: expected 'notes' or 'none', got {self.knowledge!r}")
-        if self.knowledge_eval_output not in KNOWLEDGE_EVAL_OUTPUT_CHOICES:
-            out.append(
-                f"knowledge_eval_output: expected 'tail' or 'none', got "
-                f"{self.knowledge_eval_output!r}"
-            )
-        if self.knowledge == "none" and self.seed_knowledge:
+        if self.knowledge == KnowledgeMode.NONE and self.seed_knowledge:
             out.append(
                 "seed_knowledge: a knowledge bundle cannot seed a run with knowledge 'none' "
                 "(the control arm gets no notes); drop one of the two"
@@ -226,6 +221,12 @@ class RunConfig:
             exclude=tuple(self.exclude_task_ids or ()),
             limit=self.max_tasks,
         )
+
+
+def _one_of(words: type[enum.StrEnum]) -> str:
+    """``'host' or 'environment'``; ``'auto', 'none' or 'sandbox'``."""
+    quoted = [repr(w.value) for w in words]
+    return f"{', '.join(quoted[:-1])} or {quoted[-1]}"
 
 
 def task_fingerprint(task: TaskSpec) -> str:

@@ -22,7 +22,7 @@ from ksi.interfaces import Evaluator
 from ksi.kinds import ENVIRONMENT
 from ksi.layout import RunLayout
 from ksi.models import TaskSpec
-from ksi.records import AttemptRecord, RunSummary, Timings, now
+from ksi.records import AttemptRecord, AttemptStatus, RunSummary, Timings, now
 from ksi.reporting.summary import summarize_run
 from ksi.rundir.journal import Journal, latest_by_attempt, read_records
 from ksi.rundir.run_state import load_run_state
@@ -96,12 +96,13 @@ def _regrade_one(
         workdir = Path(tmp) / "repo"
         copy_tree(captured, workdir)
         result = grader.grade(task, workdir, log_dir=attempt_dir / "regrade")
-    if rec.status == "agent_error":
+    status: AttemptStatus
+    if rec.status == AttemptStatus.AGENT_ERROR:
         status, score = rec.status, None
     elif result.native_score is None:
-        status, score = "unscored", None
+        status, score = AttemptStatus.UNSCORED, None
     else:
-        status, score = "scored", result.native_score
+        status, score = AttemptStatus.SCORED, result.native_score
     return attrs.evolve(
         rec,
         status=status,
@@ -110,5 +111,6 @@ def _regrade_one(
         eval=result,
         timings=attrs.evolve(rec.timings, eval=result.duration_sec) if rec.timings else Timings(),
         regraded_at=now(),
-        retryable=rec.retryable and status != "scored",  # a scored attempt is never retried
+        # A scored attempt is never retried.
+        retryable=rec.retryable and status != AttemptStatus.SCORED,
     )

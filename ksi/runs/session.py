@@ -25,7 +25,16 @@ from ksi.generations.steps import PlannedAttempt
 from ksi.knowledge.render import IndexedNotes
 from ksi.layout import RunLayout, clear_attempt_dir
 from ksi.plugins import ObserverHook, get_plugins
-from ksi.records import AttemptRecord, RunInfo, RunSummary, Timings, is_solved, now
+from ksi.records import (
+    AttemptRecord,
+    AttemptStatus,
+    ErrorKind,
+    RunInfo,
+    RunSummary,
+    Timings,
+    is_solved,
+    now,
+)
 from ksi.reporting.summary import summarize_run
 from ksi.rundir.config import RunConfig
 from ksi.rundir.journal import Journal, latest_by_attempt, spending_records
@@ -165,13 +174,15 @@ class RunSession:
             raise
         self.observe("ksi_attempt_finished", record=record)
 
-    def _error_record(self, job: AttemptJob, error: str, error_kind: str = "") -> AttemptRecord:
+    def _error_record(
+        self, job: AttemptJob, error: str, error_kind: ErrorKind = ErrorKind.NONE
+    ) -> AttemptRecord:
         parts = self.resolved.parts
         return AttemptRecord(
             task_id=job.task.id,
             attempt=job.attempt,
             try_number=job.try_number,
-            status="error",
+            status=AttemptStatus.ERROR,
             score=None,
             agent=component_name(parts.agent),
             evaluator=component_name(parts.evaluator),

@@ -14,9 +14,10 @@ from pathlib import Path
 
 import attrs
 
-from ksi.attempt.diskfull import DISK_FULL, DiskFullWatch
+from ksi.attempt.diskfull import DiskFullWatch
 from ksi.interfaces import Agent
-from ksi.records import AttemptRecord
+from ksi.models import AgentStatus
+from ksi.records import AttemptRecord, ErrorKind
 
 
 @attrs.define
@@ -43,12 +44,12 @@ class RunStops:
     def settle(self, record: AttemptRecord) -> None:
         """What one finished try stops: a full disk, the spend reaching ``--max-cost``, an
         auth error (with fail-fast)."""
-        if record.error_kind == DISK_FULL:
+        if record.error_kind == ErrorKind.DISK_FULL:
             self.note_full_disk(stopped=True)
         if record.usage.cost_usd is not None:
             self.spent_usd += float(record.usage.cost_usd)
             self.over_budget()
-        if record.agent_status == "auth_error":
+        if record.agent_status == AgentStatus.AUTH_ERROR:
             self.auth_failures.append(record)
             if self.fail_fast_auth and not self.stopping:
                 self.stopping = True

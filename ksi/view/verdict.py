@@ -12,19 +12,20 @@ from typing import Literal
 
 import attrs
 
-from ksi.records import AttemptRecord, TaskSummary, is_solved
+from ksi.models import EvalStatus
+from ksi.records import AttemptRecord, AttemptStatus, ErrorKind, TaskSummary, is_solved
 from ksi.view import fmt
 
 Tone = Literal["good", "partial", "bad", "unscored", "error"]
 TaskState = Literal["solved", "partial", "failed", "unscored", "error", "not run"]
 
 #: What an evaluator status other than ``scored`` means, for the user.
-_EVAL_STATUS_WORDS = {
-    "timeout": "the eval command timed out",
-    "missing_workspace": "there was no workspace to grade",
-    "spawn_failed": "the eval command could not be started",
-    "no_eval": "the task has no eval command",
-    "eval_error": "KSI could not prepare the grading",
+_EVAL_STATUS_WORDS: dict[str, str] = {
+    EvalStatus.TIMEOUT: "the eval command timed out",
+    EvalStatus.MISSING_WORKSPACE: "there was no workspace to grade",
+    EvalStatus.SPAWN_FAILED: "the eval command could not be started",
+    EvalStatus.NO_EVAL: "the task has no eval command",
+    EvalStatus.EVAL_ERROR: "KSI could not prepare the grading",
 }
 
 
@@ -46,7 +47,7 @@ def verdict(record: AttemptRecord, solved_threshold: float = 1.0) -> Verdict:
     reasons: list[str] = []
     tone: Tone
     ev = record.eval
-    if record.status == "scored" and record.score is not None:
+    if record.status == AttemptStatus.SCORED and record.score is not None:
         if is_solved(record.score, solved_threshold):
             label, tone = f"solved ({_score(record.score)})", "good"
         elif record.score > 0:
@@ -63,24 +64,24 @@ def verdict(record: AttemptRecord, solved_threshold: float = 1.0) -> Verdict:
                 reasons.append(f"score {_score(record.score)} from the score.json the eval wrote")
             if ev.exit_code is not None:
                 reasons.append(f"the eval command exited with code {ev.exit_code}")
-    elif record.status == "unscored":
+    elif record.status == AttemptStatus.UNSCORED:
         label, tone = "unscored", "unscored"
         if ev is None:
             reasons.append("no evaluator result")
         else:
             what = _EVAL_STATUS_WORDS.get(ev.status, f"eval status {ev.status!r}")
             timeout = ev.details.get("timeout_sec")
-            if ev.status == "timeout" and isinstance(timeout, (int, float)):
+            if ev.status == EvalStatus.TIMEOUT and isinstance(timeout, (int, float)):
                 what += f" after {timeout:g} s"
             reasons.append(what)
-    elif record.status == "agent_error":
+    elif record.status == AttemptStatus.AGENT_ERROR:
         label, tone = "agent error", "error"
         reasons.append(
             f"the agent failed for a reason outside the task ({record.agent_status or 'error'})"
         )
     else:
         label, tone = "error", "error"
-        kind = " (the disk was full)" if record.error_kind == "disk_full" else ""
+        kind = " (the disk was full)" if record.error_kind == ErrorKind.DISK_FULL else ""
         reasons.append(f"KSI could not finish this attempt{kind}")
     if record.error:
         reasons.append(record.error)
@@ -129,8 +130,8 @@ def attempt_facts(record: AttemptRecord) -> list[tuple[str, str]]:
         source = ev.details.get("score_source")
         if source:
             grading += f", score from {'the exit code' if source == 'exit_code' else source}"
-    status = r.status
-    if r.retryable and r.status != "scored":
+    status: str = r.status
+    if r.retryable and r.status != AttemptStatus.SCORED:
         status += " (a resume or --retries runs it again)"
     usage = f"{fmt.num(u.input_tokens)} in \u00b7 {fmt.num(u.output_tokens)} out"
     if u.cache_read_tokens or u.cache_write_tokens:

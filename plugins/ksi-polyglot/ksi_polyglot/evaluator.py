@@ -32,7 +32,7 @@ import attrs
 
 from ksi.eval.command import CommandEvaluator
 from ksi.interfaces import EnvironmentHandle
-from ksi.models import EvalResult, TaskSpec
+from ksi.models import EvalResult, EvalStatus, TaskSpec
 from ksi_polyglot.graded_tree import rebuild
 from ksi_polyglot.languages import LANGUAGES, NO_TOOLCHAIN_EXIT
 from ksi_polyglot.npm import NpmError, default_npm_dir, node_modules_for
@@ -145,7 +145,7 @@ class PolyglotEvaluator(CommandEvaluator):
                 notes=(*notes, result.stdout_tail.strip()[-300:]),
                 details=details,
             )
-        if result.status == "timeout":
+        if result.status == EvalStatus.TIMEOUT:
             # Aider counts tests that time out as failed: a hanging solution is a wrong one.
             return attrs.evolve(
                 result,

@@ -35,7 +35,13 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import attrs
 
 from ksi.errors import KsiWarning, UserInputError
-from ksi.jobs import WORKER_LOST, AttemptJob, JobOutcome, save_unless_disk_full, unpicklable_reason
+from ksi.jobs import (
+    AttemptJob,
+    ErrorKind,
+    JobOutcome,
+    save_unless_disk_full,
+    unpicklable_reason,
+)
 from ksi.serialization import to_data
 from ksi_ray.shipping import pack_dir, relocated, unpack_dir
 
@@ -387,7 +393,7 @@ class RayExecutor:
                     f"this attempt ({type(exc).__name__}); whatever the agent did there is "
                     "lost. It runs again as a new try: now with --retries, else on resume"
                 ),
-                error_kind=WORKER_LOST,
+                error_kind=ErrorKind.WORKER_LOST,
             )
         if not result.ran:
             return JobOutcome(job, error="not started: the run was cancelled")
