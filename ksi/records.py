@@ -228,6 +228,24 @@ class AttemptRecord:
     rounds: tuple[RoundResult, ...] = ()
 
 
+def error_record(error: str, *, kind: ErrorKind = ErrorKind.NONE, **identity: Any) -> AttemptRecord:
+    """The record of an attempt that KSI, its environment or its executor could not finish.
+
+    Unscored and retryable, finished now; ``identity`` is which attempt it was
+    (``task_id``, ``attempt``, the component names...) and what is known of how
+    far it got (``agent_status``, ``timings``, ``started_at``).
+    """
+    return AttemptRecord(
+        status=AttemptStatus.ERROR,
+        score=None,
+        error=error,
+        error_kind=kind,
+        finished_at=now(),
+        retryable=True,
+        **identity,
+    )
+
+
 @attrs.frozen
 class RunInfo:
     """A run as observers see it."""

@@ -85,3 +85,48 @@ def test_with_retries_a_lost_worker_is_retried_in_the_same_session(
         ("scored", 0 + 1),
     ]
     assert summary.run_complete
+
+
+@attrs.define
+class LosingInGenerationTwo(LosingExecutor):
+    """Loses try 0 of every job of generation 2."""
+
+    name: ClassVar[str] = "losing-late"
+
+    def submit(self, job: AttemptJob) -> None:
+        if job.generation == 2 and job.try_number == 0:
+            self._lost.append(job)
+        else:
+            LocalExecutor.submit(self, job)
+
+
+class _LatePlugin:
+    @hookimpl
+    def ksi_register_executors(self, register: Register) -> None:
+        register(LosingInGenerationTwo)
+
+
+def test_a_lost_worker_is_recorded_in_the_generation_it_ran_in(
+    tmp_path: Path, ksi_plugin: Any
+) -> None:
+    ksi_plugin(_LatePlugin(), name="losing-late-executor")
+    tasks = write_tasks(
+        tmp_path / "t.jsonl", [{"task_id": "t", "prompt": "p", "eval": {"command": "true"}}]
+    )
+    run_dir = tmp_path / "run"
+    ksi.run(
+        tasks,
+        agent="nop",
+        run_dir=run_dir,
+        executor="losing-late",
+        generations=2,
+        strategy="all",
+        retries=1,
+    )
+    lost, retried = [line for line in journal_lines(run_dir) if line["generation"] == 2]
+    assert (lost["status"], lost["error_kind"], retried["status"]) == (
+        "error",
+        WORKER_LOST,
+        "scored",
+    )
+    assert lost["knowledge"] == retried["knowledge"] is not None

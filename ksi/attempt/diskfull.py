@@ -4,11 +4,12 @@ An agent (or its logs) can fill the disk a run lives on. KSI must not then
 crash with a traceback, lose the attempt, or leave the filler behind. The
 runner asks this module three things: is this exception a full disk
 (:func:`is_disk_full`, also through wrapped errors and capture's skip list),
-what does the attempt's record become (:func:`mark_disk_full`: an ``error``
-that a resume runs again, whatever ``--retries`` says), and what to delete so
-space comes back (:func:`wipe_after_disk_full`: the agent's files and their
-copies; its logs are cut to their tail). :class:`DiskFullWatch` remembers where the disk
-filled and words the one error the run ends with.
+what does the attempt's record say (:func:`disk_full_message`, on an ``error``
+of kind ``disk_full``: a resume runs it again, whatever ``--retries`` says),
+and what to delete so space comes back (:func:`wipe_after_disk_full`: the
+agent's files and their copies; its logs are cut to their tail).
+:class:`DiskFullWatch` remembers where the disk filled and words the one error
+the run ends with.
 """
 
 from __future__ import annotations
@@ -22,11 +23,9 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-import attrs
-
 from ksi.attempt.capture import remove_tree
 from ksi.errors import KsiError
-from ksi.records import AttemptRecord, AttemptStatus, ErrorKind
+from ksi.records import AttemptRecord, ErrorKind
 from ksi.serialization import write_json_atomic
 
 #: Out of space, or out of the user's quota: the same remedy.
@@ -71,16 +70,9 @@ def _says_disk_full(text: str) -> bool:
     return any(os.strerror(code) in text for code in _FULL_ERRNOS)
 
 
-def mark_disk_full(record: AttemptRecord, exc: BaseException) -> AttemptRecord:
-    """The record of an attempt a full disk stopped: an error a resume runs again."""
-    return attrs.evolve(
-        record,
-        status=AttemptStatus.ERROR,
-        score=None,
-        error_kind=ErrorKind.DISK_FULL,
-        error=f"disk full: {_describe(exc)}",
-        retryable=True,
-    )
+def disk_full_message(exc: BaseException) -> str:
+    """The ``error`` of an attempt a full disk stopped (its ``error_kind`` is ``disk_full``)."""
+    return f"disk full: {_describe(exc)}"
 
 
 def _describe(exc: BaseException) -> str:

@@ -43,8 +43,8 @@ from ksi.attempt.clock import AttemptClock
 from ksi.attempt.components import Components, component_name, resolve_components
 from ksi.attempt.diff import write_diff
 from ksi.attempt.diskfull import (
+    disk_full_message,
     is_disk_full,
-    mark_disk_full,
     save_unless_disk_full,
     wipe_after_disk_full,
 )
@@ -61,7 +61,14 @@ from ksi.interfaces import (
 )
 from ksi.models import AgentStatus, EvalResult, EvalStatus, TaskSpec, total_usage
 from ksi.protected_files import ProtectRule
-from ksi.records import AttemptRecord, AttemptStatus, ErrorKind, RoundResult, now
+from ksi.records import (
+    AttemptRecord,
+    AttemptStatus,
+    ErrorKind,
+    RoundResult,
+    error_record,
+    now,
+)
 from ksi.serialization import to_data
 from ksi.tasks.prompts import agent_prompt
 
@@ -269,17 +276,15 @@ class _Attempt:
                 remove_tree(workspace)
             return self._record(outcome, result, eval_result, capture, rounds)
         except Exception as exc:
-            record = AttemptRecord(
+            full = is_disk_full(exc)
+            error = f"{type(exc).__name__}: {exc} (while {self.clock.step})"
+            return error_record(
+                disk_full_message(exc) if full else error,
+                kind=ErrorKind.DISK_FULL if full else ErrorKind.NONE,
                 **self.base,
-                status=AttemptStatus.ERROR,
-                score=None,
                 agent_status=outcome.status,
-                error=f"{type(exc).__name__}: {exc} (while {self.clock.step})",
                 timings=self.clock.timings(),
-                finished_at=now(),
-                retryable=True,
             )
-            return mark_disk_full(record, exc) if is_disk_full(exc) else record
         finally:
             if handle is not None:
                 with contextlib.suppress(Exception):

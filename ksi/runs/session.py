@@ -27,13 +27,11 @@ from ksi.layout import RunLayout, clear_attempt_dir
 from ksi.plugins import ObserverHook, get_plugins
 from ksi.records import (
     AttemptRecord,
-    AttemptStatus,
     ErrorKind,
     RunInfo,
     RunSummary,
-    Timings,
+    error_record,
     is_solved,
-    now,
 )
 from ksi.reporting.summary import summarize_run
 from ksi.rundir.config import RunConfig
@@ -178,22 +176,19 @@ class RunSession:
         self, job: AttemptJob, error: str, error_kind: ErrorKind = ErrorKind.NONE
     ) -> AttemptRecord:
         parts = self.resolved.parts
-        return AttemptRecord(
+        return error_record(
+            error,
+            kind=error_kind,
             task_id=job.task.id,
             attempt=job.attempt,
             try_number=job.try_number,
-            status=AttemptStatus.ERROR,
-            score=None,
             agent=component_name(parts.agent),
             evaluator=component_name(parts.evaluator),
             environment=component_name(parts.environment),
             model=job.settings.model,
-            error=error,
-            error_kind=error_kind,
             attempt_dir=os.path.relpath(job.attempt_dir(), job.run_dir),
-            timings=Timings(),
-            finished_at=now(),
-            retryable=True,
+            generation=job.generation,
+            knowledge=job.knowledge,
         )
 
     # -- the end -------------------------------------------------------------------------
