@@ -167,10 +167,10 @@ def execute_attempt(job: AttemptJob, attempt_dir: Path) -> AttemptRecord:
     A cancelled attempt (Ctrl-C on the driver) writes no ``record.json``: it
     is not a result, and a resume runs it again.
     """
-    parts = components_for(job)
+    components = components_for(job)
     token = open_token(job.session_id)
     try:
-        record = _Attempt(job, Path(attempt_dir), parts, token).run()
+        record = _Attempt(job, Path(attempt_dir), components, token).run()
     finally:
         close_token(job.session_id, token)
     if record.error_kind == ErrorKind.DISK_FULL:
@@ -192,24 +192,24 @@ class _Attempt:
     """The steps of one attempt; an object only to keep their shared values in one place."""
 
     def __init__(
-        self, job: AttemptJob, attempt_dir: Path, parts: Components, token: CancelToken
+        self, job: AttemptJob, attempt_dir: Path, components: Components, token: CancelToken
     ) -> None:
         self.job = job
         self.dir = attempt_dir
-        self.parts = parts
+        self.components = components
         self.token = token
         self.clock = AttemptClock()
-        self.agent = AgentRunner(job, parts.agent, token, self.clock)
-        self.grader = Grader(job, attempt_dir, parts, token, self.clock)
+        self.agent = AgentRunner(job, components.agent, token, self.clock)
+        self.grader = Grader(job, attempt_dir, components, token, self.clock)
         #: Whether the captured repo differs from the seed (None: capture never ran).
         self.repo_changed: bool | None = None
         self.base: dict[str, Any] = {
             "task_id": job.task.id,
             "attempt": job.attempt,
             "try_number": job.try_number,
-            "agent": component_name(parts.agent),
-            "evaluator": component_name(parts.evaluator),
-            "environment": component_name(parts.environment),
+            "agent": component_name(components.agent),
+            "evaluator": component_name(components.evaluator),
+            "environment": component_name(components.environment),
             "model": job.settings.model,
             "attempt_dir": os.path.relpath(job.attempt_dir(), job.run_dir),
             "started_at": now(),
@@ -219,7 +219,7 @@ class _Attempt:
 
     def run(self) -> AttemptRecord:
         job, cfg, attempt_dir = self.job, self.job.settings, self.dir
-        parts = self.parts
+        components = self.components
         handle = None
         outcome = AgentOutcome()
         eval_result: EvalResult | None = None
@@ -239,17 +239,17 @@ class _Attempt:
                 host_workspace=workspace,
                 base_env=job.agent_env,
             )
-            self.clock.step = f"starting environment {component_name(parts.environment)!r}"
-            handle = parts.environment.start(actx)
+            self.clock.step = f"starting environment {component_name(components.environment)!r}"
+            handle = components.environment.start(actx)
             self.token.track(handle)
             ctx = self._agent_context(handle, workspace)
             outcome, result = self.agent.run(ctx, handle)
-            if parts.feedback is not None:
+            if components.feedback is not None:
                 outcome, result, rounds = self._feedback_rounds(
-                    parts.feedback, ctx, handle, seed, outcome, result
+                    components.feedback, ctx, handle, seed, outcome, result
                 )
 
-            if parts.grades_in == "environment":
+            if components.grades_in == "environment":
                 eval_result = self.grader.in_environment(repo, handle)
 
             # Nothing of the agent may run while its repo/ is read.
@@ -323,7 +323,7 @@ class _Attempt:
             repo_path=workdir if isinstance(workdir, str) else ws_path.rstrip("/") + "/repo",
             host_workspace=workspace,
             model=job.settings.model,
-            isolated=agent_is_isolated(self.parts.environment),
+            isolated=agent_is_isolated(self.components.environment),
         )
 
     def _feedback_rounds(

@@ -38,15 +38,15 @@ class Grader:
     job: AttemptJob
     #: The attempt directory: grading logs go to its ``eval/`` (or ``rounds/<n>/eval``).
     dir: Path
-    parts: Components
+    components: Components
     token: CancelToken
     clock: AttemptClock
 
     def in_environment(self, repo: Path, handle: EnvironmentHandle) -> EvalResult:
         """The final grade, for evaluators that grade inside the attempt's environment."""
         t = time.monotonic()
-        self.clock.step = f"grading with evaluator {component_name(self.parts.evaluator)!r}"
-        result = self.parts.evaluator.grade(
+        self.clock.step = f"grading with evaluator {component_name(self.components.evaluator)!r}"
+        result = self.components.evaluator.grade(
             self.job.task, repo, env=handle, log_dir=self.dir / "eval"
         )
         self.clock.add_time("eval", t)
@@ -57,13 +57,13 @@ class Grader:
         captured repo on the host (or in a fresh environment with ``--eval-in
         environment``), or the live repo when the workspace is kept."""
         t = time.monotonic()
-        self.clock.step = f"grading with evaluator {component_name(self.parts.evaluator)!r}"
+        self.clock.step = f"grading with evaluator {component_name(self.components.evaluator)!r}"
         result = self._after_capture(live_repo, captured)
         self.clock.add_time("eval", t)
         return result
 
     def _after_capture(self, live_repo: Path, captured: Path) -> EvalResult:
-        job, evaluator = self.job, self.parts.evaluator
+        job, evaluator = self.job, self.components.evaluator
         log_dir = self.dir / "eval"
         if job.settings.eval_in == EvalIn.ENVIRONMENT:
             return self._in_fresh_environment(captured)
@@ -101,10 +101,10 @@ class Grader:
             host_workspace=workspace,
             base_env=job.eval_env,
         )
-        handle = self.parts.environment.start(ctx)
+        handle = self.components.environment.start(ctx)
         try:
             self.token.track(handle)
-            return self.parts.evaluator.grade(
+            return self.components.evaluator.grade(
                 job.task, workspace / "repo", env=handle, log_dir=self.dir / "eval"
             )
         finally:
@@ -118,7 +118,7 @@ class Grader:
         (a host copy, or through the live environment when grading happens there)."""
         job, cfg, t = self.job, self.job.settings, time.monotonic()
         self.clock.step = (
-            f"grading round {number} with evaluator {component_name(self.parts.evaluator)!r}"
+            f"grading round {number} with evaluator {component_name(self.components.evaluator)!r}"
         )
         repo = Path(handle.host_workspace) / "repo"
         round_dir = self.dir / "rounds" / str(number)
@@ -132,8 +132,8 @@ class Grader:
                 max_file_bytes=cfg.capture_max_file_bytes,
                 protect=ProtectRule(cfg.protect).plus(job.task.eval.protect),
             )
-            if self.parts.grades_in == "environment":
-                return self.parts.evaluator.grade(job.task, repo, env=handle, log_dir=log_dir)
+            if self.components.grades_in == "environment":
+                return self.components.evaluator.grade(job.task, repo, env=handle, log_dir=log_dir)
             env = handle if cfg.eval_in == EvalIn.ENVIRONMENT else None
             # Inside the environment's workspace when the environment runs the grade.
             work = (repo.parent / f".ksi-round-{number}" if env else log_dir) / "repo"
@@ -141,7 +141,7 @@ class Grader:
             work.parent.mkdir(parents=True, exist_ok=True)
             copy_tree(captured, work)
             try:
-                return self.parts.evaluator.grade(job.task, work, env=env, log_dir=log_dir)
+                return self.components.evaluator.grade(job.task, work, env=env, log_dir=log_dir)
             finally:
                 remove_tree(work.parent if env else work)
         finally:

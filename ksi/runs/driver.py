@@ -125,8 +125,8 @@ class Driver:
         run's own preflight).
         """
         self._check_outputs()
-        tasks, parts = self.tasks, self.resolved.parts
-        problems = list(parts.agent.check_tasks(tasks))
+        tasks, components = self.tasks, self.resolved.components
+        problems = list(components.agent.check_tasks(tasks))
         if problems:
             raise UserInputError("\n".join(problems))
         layout = self.layout
@@ -152,12 +152,12 @@ class Driver:
             task_ids=tuple(t.id for t in tasks),
             attempts=cfg.attempts,
             to_run=len(to_run),
-            agent=component_name(parts.agent),
+            agent=component_name(components.agent),
             model=cfg.model,
-            environment=component_name(parts.environment),
-            evaluator=component_name(parts.evaluator),
-            grades_in=parts.grades_in,
-            eval_isolation=parts.eval_isolation,
+            environment=component_name(components.environment),
+            evaluator=component_name(components.evaluator),
+            grades_in=components.grades_in,
+            eval_isolation=components.eval_isolation,
             executor=component_name(self.resolved.executor),
             concurrency=cfg.concurrency,
             generations=cfg.generations,
@@ -193,10 +193,10 @@ class Driver:
         preflight(self.config, self.resolved)
         # Images are checked or built before the run directory exists: a run that
         # cannot start leaves nothing behind.
-        self.resolved.parts.environment.prepare(self.tasks)
+        self.resolved.components.environment.prepare(self.tasks)
         # Released when this call ends, even when an exception (Ctrl-C) outlives it.
         with self.layout.lock_exclusive():
-            use_components(self.session_id, self.resolved.parts)
+            use_components(self.session_id, self.resolved.components)
             try:
                 return self._run_locked()
             finally:
@@ -214,7 +214,7 @@ class Driver:
             progress=self.progress,
             observer_errors=self.observer_errors,
         )
-        environment, stops = self.resolved.parts.environment, session.stops
+        environment, stops = self.resolved.components.environment, session.stops
         loop = GenerationLoop(
             self.config,
             self.layout.root,
@@ -241,7 +241,7 @@ class Driver:
         summary = session.finish(loop_complete=complete)
         if stops.disk.happened:
             raise stops.disk.error(f"ksi run --resume --run-dir {self.layout.root}")
-        agent = self.resolved.parts.agent
+        agent = self.resolved.components.agent
         self.auth_failure = (
             stops.auth_failure_message(agent, self.layout.root) if stops.auth_failures else None
         )

@@ -45,12 +45,12 @@ class JobTemplate:
         config: RunConfig,
         *,
         specs: ComponentSpecs,
-        parts: Components,
+        components: Components,
         run_id: str,
         session_id: str,
         run_dir: Path,
     ) -> JobTemplate:
-        cfg, agent = config, parts.agent
+        cfg, agent = config, components.agent
         # Scrubbed once, here: the job carries the values, never the host environment.
         agent_env = scrubbed_env(
             required=agent.required_env,
@@ -77,7 +77,7 @@ class JobTemplate:
                 protect=tuple(cfg.protect),
                 wipe_workspace=cfg.wipe_workspace,
                 eval_in=cfg.eval_in,
-                eval_isolation=parts.eval_isolation,
+                eval_isolation=components.eval_isolation,
                 eval_env=tuple(cfg.eval_env),
             ),
             agent_env={**agent_env, **run_tag},

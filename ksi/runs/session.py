@@ -85,7 +85,7 @@ class RunSession:
         self.jobs = JobTemplate.for_session(
             config,
             specs=run.specs,
-            parts=run.parts,
+            components=run.components,
             run_id=state.run_id,
             session_id=session_id,
             run_dir=layout.root,
@@ -175,16 +175,16 @@ class RunSession:
     def _error_record(
         self, job: AttemptJob, error: str, error_kind: ErrorKind = ErrorKind.NONE
     ) -> AttemptRecord:
-        parts = self.resolved.parts
+        components = self.resolved.components
         return error_record(
             error,
             kind=error_kind,
             task_id=job.task.id,
             attempt=job.attempt,
             try_number=job.try_number,
-            agent=component_name(parts.agent),
-            evaluator=component_name(parts.evaluator),
-            environment=component_name(parts.environment),
+            agent=component_name(components.agent),
+            evaluator=component_name(components.evaluator),
+            environment=component_name(components.environment),
             model=job.settings.model,
             attempt_dir=os.path.relpath(job.attempt_dir(), job.run_dir),
             generation=job.generation,

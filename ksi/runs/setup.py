@@ -49,7 +49,7 @@ class ResolvedRun:
 
     tasks: tuple[TaskSpec, ...]
     specs: ComponentSpecs
-    parts: Components
+    components: Components
     executor: Executor
     generations: GenerationSetup
 
@@ -91,7 +91,7 @@ def resolve_run(
         ComponentSpec("evaluator", evaluator_ref, dict(config.evaluator_options)),
     )
     generations = resolve_generation_setup(config, loaded, layout.root)
-    parts = resolve_components(
+    components = resolve_components(
         specs.agent,
         specs.environment,
         specs.evaluator,
@@ -100,7 +100,7 @@ def resolve_run(
         eval_env=config.eval_env,
     )
     executor: Executor = resolve_executor(config.executor, config.executor_options)
-    return ResolvedRun(tuple(loaded), specs, parts, executor, generations)
+    return ResolvedRun(tuple(loaded), specs, components, executor, generations)
 
 
 def _load_tasks(
@@ -125,7 +125,7 @@ def _load_tasks(
 def preflight(config: RunConfig, run: ResolvedRun) -> None:
     """What must hold before a real run starts: the agent can attempt every task and
     finds its credentials; a warning when the environment exposes or cannot reach them."""
-    agent = run.parts.agent
+    agent = run.components.agent
     problems = list(agent.check_tasks(run.tasks))
     problems.extend(
         missing_required(component_name(agent), agent.required_env, passthrough=config.agent_env)
@@ -135,7 +135,7 @@ def preflight(config: RunConfig, run: ResolvedRun) -> None:
     if problems:
         raise UserInputError("\n".join(problems))
     exposed = credential_warning(
-        run.parts.environment,
+        run.components.environment,
         agent,
         model=config.model,
         agent_env=config.agent_env,
@@ -143,7 +143,7 @@ def preflight(config: RunConfig, run: ResolvedRun) -> None:
     )
     if exposed:
         warnings.warn(exposed, KsiWarning, stacklevel=2)
-    unreachable = endpoint_warning(run.parts.environment, agent)
+    unreachable = endpoint_warning(run.components.environment, agent)
     if unreachable:
         warnings.warn(unreachable, KsiWarning, stacklevel=2)
 
@@ -184,16 +184,16 @@ def open_run_dir(layout: RunLayout, config: RunConfig, run: ResolvedRun) -> tupl
             task_ids=[t.id for t in run.tasks],
         )
     # Until this session ends, the run is going again (a kill -9 leaves it so).
-    state = attrs.evolve(state.started_session(), versions=_versions(run.parts))
+    state = attrs.evolve(state.started_session(), versions=_versions(run.components))
     with disk_full_as_error(layout.root, "writing run.json"):
         save_run_state(layout, state)
     return state, resumed
 
 
-def _versions(parts: Components) -> dict[str, Any]:
+def _versions(components: Components) -> dict[str, Any]:
     plugin_state = get_plugins()
     plugins = {}
-    for name in sorted(set(parts.plugins)):
+    for name in sorted(set(components.plugins)):
         info = plugin_state.infos.get(name)
         if info is not None:
             plugins[name] = {"distribution": info.distribution, "version": info.version}
