@@ -206,13 +206,20 @@ class Usage:
     cache_write_tokens: int = 0
     cost_usd: float | None = None
     turns: int | None = None
+    #: True when KSI priced the tokens itself (whoever spent them reported no cost):
+    #: ``cost_usd`` is then an estimate from :attr:`price_table` (see :mod:`ksi.pricing`).
+    cost_estimated: bool = False
+    #: The price table an estimated cost came from (``"genai-prices 0.2.3"``; "" : none).
+    price_table: str = ""
 
 
 def total_usage(usages: Sequence[Usage]) -> Usage:
     """The sum of several agent runs' usage (one attempt's rounds); a cost or turn count
-    that any run left unknown stays unknown only if every run left it unknown."""
+    that any run left unknown stays unknown only if every run left it unknown. The sum
+    is an estimate when any part of it is."""
     costs = [u.cost_usd for u in usages if u.cost_usd is not None]
     turns = [u.turns for u in usages if u.turns is not None]
+    estimated = [u for u in usages if u.cost_estimated]
     return Usage(
         input_tokens=sum(u.input_tokens for u in usages),
         output_tokens=sum(u.output_tokens for u in usages),
@@ -220,4 +227,6 @@ def total_usage(usages: Sequence[Usage]) -> Usage:
         cache_write_tokens=sum(u.cache_write_tokens for u in usages),
         cost_usd=sum(costs) if costs else None,
         turns=sum(turns) if turns else None,
+        cost_estimated=bool(estimated),
+        price_table=next((u.price_table for u in estimated if u.price_table), ""),
     )

@@ -81,3 +81,23 @@ def wait_for_no_agents(marker: str, timeout: float = 10) -> list[int]:
     while pids_with_marker(marker) and time.monotonic() < deadline:
         time.sleep(0.05)
     return pids_with_marker(marker)
+
+
+def table_price(
+    model: str,
+    *,
+    input_tokens: int,
+    output_tokens: int,
+    cache_read_tokens: int = 0,
+    cache_write_tokens: int = 0,
+) -> float:
+    """What ``genai-prices`` says the tokens cost (KSI's uncached ``input_tokens``)."""
+    import genai_prices  # a test extra; only the pricing tests need it
+
+    usage = genai_prices.Usage(
+        input_tokens=input_tokens + cache_read_tokens + cache_write_tokens,
+        output_tokens=output_tokens,
+        cache_read_tokens=cache_read_tokens,
+        cache_write_tokens=cache_write_tokens,
+    )
+    return float(genai_prices.calc_price(usage, model).total_price)

@@ -67,9 +67,12 @@ def test_a_record_is_journalled_as_the_same_json_as_before(tmp_path: Path) -> No
     (record,) = read_records(journal)
     written = dumps_line(record)
     # Fields added since that line was written (error_kind, skipped_counts, repo_changed,
-    # generation with the notes it got, rounds) are the only difference.
+    # generation with the notes it got, rounds, whether the cost is an estimate and from
+    # which price table) are the only difference.
+    old = json.loads(SCORED_LINE)
     assert json.loads(written) == {
-        **json.loads(SCORED_LINE),
+        **old,
+        "usage": {**old["usage"], "cost_estimated": False, "price_table": ""},
         "error_kind": "",
         "skipped_counts": {},
         "repo_changed": None,

@@ -27,6 +27,7 @@ from real_agents import (
 )
 
 from ksi.agents import tested_versions
+from tests.run_helpers import table_price
 
 pytestmark = pytest.mark.real_cli
 
@@ -86,6 +87,7 @@ def test_solves_a_one_file_task_with_the_usage_the_mock_served(
     # Claude Code prices the tokens itself; KSI reports the cost the CLI printed.
     assert usage["cost_usd"] == result_event(run)["total_cost_usd"]
     assert usage["cost_usd"] > 0
+    assert usage["cost_estimated"] is False and usage["price_table"] == ""
     assert rec["final_message"] == "Created hello.txt with hello."
     # The CLI used the key it was given, against the mock, for the model asked for.
     assert {r.headers.get("x-api-key") for r in run.requests} == {"sk-ant-mock-key"}
@@ -206,7 +208,13 @@ def test_timeout_keeps_the_exact_usage_of_finished_calls(tmp_path: Path) -> None
     assert (usage["input_tokens"], usage["output_tokens"]) == (700, 55)
     assert (usage["cache_read_tokens"], usage["cache_write_tokens"]) == (100, 10)
     assert usage["turns"] == 1
-    assert usage["cost_usd"] is None
+    # Killed before it printed its cost: KSI prices the tokens of the finished call.
+    assert usage["cost_usd"] == pytest.approx(
+        table_price(
+            MODEL, input_tokens=700, output_tokens=55, cache_read_tokens=100, cache_write_tokens=10
+        )
+    )
+    assert usage["cost_estimated"] is True
 
 
 def test_doctor_names_the_real_cli_version_and_that_it_was_tested(tmp_path: Path) -> None:

@@ -32,6 +32,8 @@ from docker_support import (
 from mockmodel import Answer, MockUsage, Step
 from real_agents import MockRun, ksi_run_with_mock
 
+from tests.run_helpers import table_price
+
 pytestmark = [pytest.mark.real_cli, pytest.mark.docker, needs_docker]
 
 #: ``host``: ``--network host``; ``endpoints``: no ``--network`` (the default).
@@ -170,7 +172,11 @@ def test_gemini_cli_solves_in_docker_with_usage_and_turns_as_served(
     assert (usage["input_tokens"], usage["output_tokens"]) == (2400, 60)
     assert (usage["cache_read_tokens"], usage["cache_write_tokens"]) == (2000, 0)
     assert usage["turns"] == len(run.served) == 2
-    assert usage["cost_usd"] is None  # Gemini CLI reports no cost
+    # Gemini CLI reports no cost: KSI prices the tokens from the table, and says so.
+    assert usage["cost_usd"] == pytest.approx(
+        table_price(gemini.MODEL, input_tokens=2400, output_tokens=60, cache_read_tokens=2000)
+    )
+    assert usage["cost_estimated"] is True
     assert rec["final_message"] == "hello.txt is in place."
     assert {r.headers.get("x-goog-api-key") for r in run.served_requests()} == {"gm-mock-key"}
 

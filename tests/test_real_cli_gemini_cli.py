@@ -15,6 +15,8 @@ import pytest
 from mockmodel import RATE_LIMITED, Answer, Hang, HttpError, MockUsage, ToolCall
 from real_agents import HELLO_TASK, WRITE_HELLO, ksi_run_with_mock
 
+from tests.run_helpers import table_price
+
 pytestmark = pytest.mark.real_cli
 
 AGENT = "gemini-cli"
@@ -62,7 +64,11 @@ def test_solves_a_one_file_task_with_the_usage_the_mock_served(
     assert (usage["input_tokens"], usage["output_tokens"]) == (2400, 60)
     assert (usage["cache_read_tokens"], usage["cache_write_tokens"]) == (2000, 0)
     assert usage["turns"] == 2 == len(run.served)
-    assert usage["cost_usd"] is None  # Gemini CLI reports no cost
+    # Gemini CLI reports no cost: KSI prices the tokens from the table, and says so.
+    assert usage["cost_usd"] == pytest.approx(
+        table_price(MODEL, input_tokens=2400, output_tokens=60, cache_read_tokens=2000)
+    )
+    assert usage["cost_estimated"] is True and usage["price_table"].startswith("genai-prices ")
     assert rec["final_message"] == "hello.txt is in place."
     assert {r.headers.get("x-goog-api-key") for r in run.served_requests()} == {"gm-mock-key"}
     assert {s.request.path for s in run.served} == {f"/v1beta/models/{MODEL}:streamGenerateContent"}
@@ -154,3 +160,24 @@ def test_turn_limit_is_budget_exceeded(tmp_path: Path) -> None:
     assert rec["agent_status"] == "budget_exceeded", run.describe()
     assert "turn limit" in rec["error"] or "53" in rec["error"]
     assert len(run.served) == 1
+
+
+def test_max_cost_stops_the_run_on_the_estimated_cost(tmp_path: Path) -> None:
+    # Two tasks, one at a time: the first attempt's tokens cost about $0.13 at the
+    # model's price, which Gemini CLI does not report; --max-cost 0.1 sees the estimate.
+    big = MockUsage(100_000, 500)
+    tasks = [HELLO_TASK, {**HELLO_TASK, "task_id": "hello-2"}]
+    run = ksi_run_with_mock(
+        tmp_path,
+        agent=AGENT,
+        env=KEY,
+        model=MODEL,
+        tasks=tasks,
+        args=["--concurrency", "1", "--max-cost", "0.1"],
+        script=[write_hello(big), Answer("hello.txt is in place.", MockUsage(100, 10))],
+    )
+    [rec] = run.records
+    assert rec["score"] == 1.0, run.describe()
+    assert rec["usage"]["cost_estimated"] is True and rec["usage"]["cost_usd"] > 0.1
+    assert len(run.served) == 2, "the second task never started"
+    assert "max_cost" in run.proc.stdout + run.proc.stderr, run.describe()

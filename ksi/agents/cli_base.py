@@ -13,7 +13,9 @@ Usage convention (one meaning for every agent, so totals add up):
 ``input_tokens`` are *uncached* input tokens; ``cache_read_tokens`` and
 ``cache_write_tokens`` are the cached ones; total input is their sum.
 ``output_tokens`` include reasoning/thinking tokens. ``cost_usd`` is only
-set when the CLI reports it (never estimated by KSI). ``turns`` is the
+set when the CLI reports it; a parser never guesses one. When it is missing,
+KSI prices the tokens after the parser (:mod:`ksi.pricing`, marked
+``cost_estimated``), and a reported cost is never replaced. ``turns`` is the
 number of model calls/steps the CLI reports.
 """
 

@@ -4,7 +4,9 @@ The agent's CLI runs through the environment's handle with the attempt's
 timeout and log cap, its output going to ``agent.stdout.log`` and
 ``agent.stderr.log`` of the directory it is given (the attempt's, or a
 feedback round's). What it did is read back by the agent plugin
-(:meth:`~ksi.interfaces.Agent.outcome`): status, usage, final message.
+(:meth:`~ksi.interfaces.Agent.outcome`): status, usage, final message. Tokens
+the agent reported without a cost are priced here (:func:`ksi.pricing.priced`,
+with the attempt's model), so ``--max-cost`` sees every agent's spend.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from ksi.attempt.clock import AttemptClock
 from ksi.attempt.components import component_name
 from ksi.attempt.job import AttemptJob
 from ksi.interfaces import Agent, AgentContext, AgentOutcome, EnvironmentHandle, ExecResult
+from ksi.pricing import priced
 from ksi.tasks.prompts import agent_prompt
 
 DEFAULT_AGENT_TIMEOUT_SEC = 1800.0
@@ -73,6 +76,8 @@ class AgentRunner:
                 log_cap_bytes=self.job.settings.log_cap_bytes,
             )
         outcome = agent.outcome(ctx, result)
+        # Each agent process is priced on its own (feedback rounds add up after).
+        outcome = attrs.evolve(outcome, usage=priced(outcome.usage, ctx.model))
         self.clock.add_time("agent", t)
         if self.token.cancelled:
             raise Cancelled("the agent was killed by the run's teardown")
