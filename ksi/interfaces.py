@@ -513,6 +513,16 @@ class Distiller(Protocol):
         """The notes for generation ``request.generation + 1`` onwards."""
         ...
 
+    def preflight(self) -> list[str]:
+        """What keeps it from distilling, checked before a run's first attempt (optional).
+
+        Called once per session of a run that distils (not for ``--dry-run``, nor
+        for a run of one generation or ``--knowledge none``); each problem stops
+        the run before anything starts (exit code 2): a missing key, an endpoint
+        that refuses it. Empty when ready.
+        """
+        ...
+
 
 # -- the defaults of the optional members --------------------------------------
 #
@@ -599,4 +609,8 @@ class StrategyBase(_Listed):
 
 
 class DistillerBase(_Listed):
-    """Defaults of :class:`Distiller`'s optional members (its listing's)."""
+    """Defaults of :class:`Distiller`'s optional members: nothing to check before a run."""
+
+    def preflight(self) -> list[str]:
+        """Ready: a distiller that needs nothing outside the run."""
+        return []

@@ -33,6 +33,7 @@ from ksi.attempt.job import ComponentSpec
 from ksi.attempt.safety import credential_warning, endpoint_warning
 from ksi.errors import KsiWarning, RunError, UserInputError
 from ksi.generations.setup import GenerationSetup, resolve_generation_setup
+from ksi.generations.steps import needs_distillation
 from ksi.interfaces import Executor, TaskSource
 from ksi.layout import RunLayout
 from ksi.models import TaskSpec
@@ -124,7 +125,8 @@ def _load_tasks(
 
 def preflight(config: RunConfig, run: ResolvedRun) -> None:
     """What must hold before a real run starts: the agent can attempt every task and
-    finds its credentials; a warning when the environment exposes or cannot reach them."""
+    finds its credentials, and so does the distiller of a run that distils; a warning
+    when the environment exposes or cannot reach them."""
     agent = run.components.agent
     problems = list(agent.check_tasks(run.tasks))
     problems.extend(
@@ -132,6 +134,9 @@ def preflight(config: RunConfig, run: ResolvedRun) -> None:
     )
     # "One of these keys, or a login file" rules live with the agent.
     problems.extend(agent.missing_credentials(os.environ))
+    if not needs_distillation(1, config):
+        # A distiller that calls a model checks its key here, before any attempt spends.
+        problems.extend(run.generations.distiller.preflight())
     if problems:
         raise UserInputError("\n".join(problems))
     exposed = credential_warning(
