@@ -133,6 +133,26 @@ def parse_notes(raw: str, request: DistillRequest) -> tuple[list[Note], int]:
         data = json.loads(raw)
     except ValueError as exc:
         raise DistillationFailed(f"{NOTES_FILE} is not JSON ({exc})") from exc
+    return notes_from_data(data, request, source=NOTES_FILE, schema_name="schema.json")
+
+
+def notes_from_data(
+    data: Any,
+    request: DistillRequest,
+    *,
+    source: str,
+    schema_name: str,
+    id_prefix: str | None = None,
+    for_task: str | None = None,
+) -> tuple[list[Note], int]:
+    """Notes from an answer already parsed as JSON (:data:`SCHEMA`'s shape), and how
+    many were dropped: citing no attempt of the evidence, or about an unknown task.
+
+    ``for_task`` makes every note about that task, whatever the answer says (a
+    distiller that asked about one task); ``id_prefix`` (default ``g<g>-a``) keeps
+    the ids of several answers apart. Raises :class:`~ksi.errors.DistillationFailed`
+    naming ``source`` when the data does not follow the schema.
+    """
     try:
         drafts = _strict.structure(data, DraftNotes)
     except Exception as exc:
@@ -141,22 +161,24 @@ def parse_notes(raw: str, request: DistillRequest) -> tuple[list[Note], int]:
             if isinstance(exc, cattrs.BaseValidationError)
             else str(exc)
         )
-        raise DistillationFailed(f"{NOTES_FILE} does not follow schema.json: {details}") from exc
+        raise DistillationFailed(f"{source} does not follow {schema_name}: {details}") from exc
     known = {a for t in request.evidence for _, a, _ in t.score_history}
     tasks = {t.task_id for t in request.evidence}
+    prefix = id_prefix if id_prefix is not None else f"g{request.generation}-a"
     notes: list[Note] = []
     dropped = 0
     for draft in drafts.notes:
         cited = tuple(a for a in draft.evidence if a in known)
-        if not cited or (draft.task_id is not None and draft.task_id not in tasks):
+        task_id = for_task if for_task is not None else draft.task_id
+        if not cited or (task_id is not None and task_id not in tasks):
             dropped += 1
             continue
         notes.append(
             Note(
-                id=f"g{request.generation}-a{len(notes) + 1:03d}",
+                id=f"{prefix}{len(notes) + 1:03d}",
                 kind=draft.kind,
                 text=draft.text.strip(),
-                task_id=draft.task_id,
+                task_id=task_id,
                 applies_when=draft.applies_when,
                 attempts=cited,
                 generation=request.generation,

@@ -35,6 +35,7 @@ BUILTIN_HOOKS: dict[str, tuple[str, ...]] = {
     "ksi.generations.strategies": ("ksi_register_strategies",),
     "ksi.generations.evidence_distiller": ("ksi_register_distillers",),
     "ksi.generations.agent_distiller": ("ksi_register_distillers",),
+    "ksi.generations.model_distiller": ("ksi_register_distillers",),
     "ksi.observers.report": ("ksi_run_started", "ksi_attempt_finished", "ksi_run_finished"),
 }
 

@@ -5,7 +5,9 @@ A :class:`~.server.ToolCall` becomes one ``tool_use`` block (``stop_reason:
 tool_use``), an :class:`~.server.Answer` one ``text`` block (``end_turn``).
 Streaming sends ``message_start`` with the input and cache numbers (output 1,
 as the real API does), the blocks as deltas, and ``message_delta`` with the
-final output count. ``count_tokens`` is answered without consuming a step.
+final output count. ``count_tokens``, and the model list (``GET /v1/models``
+from a client that sends ``anthropic-version``, as the SDK does), are answered
+without consuming a step.
 """
 
 from __future__ import annotations
@@ -57,10 +59,31 @@ def _blocks(step: ToolCall | Answer, index: int) -> list[dict[str, Any]]:
     return blocks
 
 
+_MODELS = {
+    "data": [
+        {
+            "type": "model",
+            "id": "claude-mock",
+            "display_name": "Claude Mock",
+            "created_at": "2025-01-01T00:00:00Z",
+        }
+    ],
+    "has_more": False,
+    "first_id": "claude-mock",
+    "last_id": "claude-mock",
+}
+
+
 class AnthropicMessages:
     name = "anthropic"
 
     def route(self, request: Request) -> Reply | _ModelCall | None:
+        if (
+            request.method == "GET"
+            and request.path.rstrip("/").endswith("/v1/models")
+            and "anthropic-version" in request.headers
+        ):
+            return Reply(json_body=_MODELS)
         if request.method != "POST" or not request.path.startswith("/v1/messages"):
             return None
         if request.path.endswith("/count_tokens"):

@@ -194,6 +194,7 @@ class MockModel:
         dialects: Sequence[Dialect] | None = None,
         on_request: Callable[[Request], None] | None = None,
         port: int = 0,
+        api_key: str | None = None,
     ) -> None:
         if dialects is None:
             from . import all_dialects  # the package imports this module first
@@ -211,6 +212,9 @@ class MockModel:
         self.served: list[Served] = []
         #: 0: any free port (a test that must reuse a URL across runs names one).
         self._port = port
+        #: When set, the only key accepted: any other is refused with 401 on every
+        #: endpoint (the model list included), consuming no step, as a provider does.
+        self._api_key = api_key
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -287,6 +291,8 @@ class MockModel:
             routed = dialect.route(request)
             if routed is None:
                 continue
+            if self._api_key is not None and _sent_key(request) != self._api_key:
+                return dialect.error(request, UNAUTHORIZED)
             if isinstance(routed, Reply):
                 return routed
             step, index = self._next_step(request, dialect.name)
@@ -302,6 +308,14 @@ class MockModel:
         return Reply(
             404, {"error": f"mock model: no dialect serves {request.method} {request.path}"}
         )
+
+
+def _sent_key(request: Request) -> str | None:
+    """The API key a request carries (``x-api-key``, or ``Authorization: Bearer``)."""
+    if "x-api-key" in request.headers:
+        return request.headers["x-api-key"]
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    return token if scheme.lower() == "bearer" else None
 
 
 def _make_handler(mock: MockModel) -> type[BaseHTTPRequestHandler]:
