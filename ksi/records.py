@@ -296,6 +296,10 @@ class RunSummary:
     stopped_reason: str = ""
     total_cost_usd: float | None = None
     cost_per_solved_task: float | None = None
+    #: The part of ``total_cost_usd`` KSI estimated from tokens (agents that report no
+    #: cost; see :mod:`ksi.pricing`), and the price tables it came from.
+    estimated_cost_usd: float | None = None
+    price_tables: tuple[str, ...] = ()
     input_tokens: int = 0
     output_tokens: int = 0
     cache_read_tokens: int = 0

@@ -54,13 +54,19 @@ def test_tokens_without_a_cost_are_priced_and_the_record_says_estimated(tmp_path
     )
     assert usage["cost_estimated"] is True and usage["price_table"] == TABLE
     assert summary.total_cost_usd == pytest.approx(usage["cost_usd"])
+    assert summary.estimated_cost_usd == summary.total_cost_usd
+    assert summary.price_tables == (TABLE,)
+    printed = ksi_cli("report", str(tmp_path / "run")).stdout
+    assert f"of it estimated from {TABLE}" in printed
 
 
 def test_a_cost_the_agent_reported_always_wins(tmp_path: Path) -> None:
-    run(tmp_path, "TOKENS=20000,3000,0,0 COST=0.5", model=MODEL)
+    summary = run(tmp_path, "TOKENS=20000,3000,0,0 COST=0.5", model=MODEL)
     [rec] = journal_lines(tmp_path / "run")
     assert rec["usage"]["cost_usd"] == 0.5
     assert rec["usage"]["cost_estimated"] is False and rec["usage"]["price_table"] == ""
+    assert summary.total_cost_usd == 0.5 and summary.estimated_cost_usd is None
+    assert "estimated" not in ksi_cli("report", str(tmp_path / "run")).stdout
 
 
 @pytest.mark.parametrize(

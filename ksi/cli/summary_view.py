@@ -60,9 +60,13 @@ def summary_lines(summary: RunSummary) -> list[str]:
             f"tokens: in {summary.input_tokens:,}  out {summary.output_tokens:,}  "
             f"cache read {summary.cache_read_tokens:,}  cache write {summary.cache_write_tokens:,}"
         )
+        estimated = ""
+        if summary.estimated_cost_usd is not None:
+            tables = ", ".join(summary.price_tables) or "a price table"
+            estimated = f"   ({_money(summary.estimated_cost_usd)} of it estimated from {tables})"
         lines.append(
             f"cost: {_money(summary.total_cost_usd)}   "
-            f"per solved task: {_money(summary.cost_per_solved_task)}"
+            f"per solved task: {_money(summary.cost_per_solved_task)}" + estimated
         )
     if summary.skipped_files:
         lines.append(

@@ -106,6 +106,12 @@ def summarize(
     bests = [t.best_score for t in tasks if t.best_score is not None]
     known = [t.cost_usd for t in tasks if t.cost_usd is not None]
     total_cost = sum(known) if known else None
+    counted = set(task_ids)
+    estimated = [
+        r.usage
+        for r in spent
+        if r.task_id in counted and r.usage.cost_estimated and r.usage.cost_usd is not None
+    ]
 
     return RunSummary(
         run_id=run_id,
@@ -126,6 +132,8 @@ def summarize(
         stopped_reason=stopped_reason,
         total_cost_usd=total_cost,
         cost_per_solved_task=(total_cost / solved) if (total_cost is not None and solved) else None,
+        estimated_cost_usd=sum(u.cost_usd or 0.0 for u in estimated) if estimated else None,
+        price_tables=tuple(sorted({u.price_table for u in estimated if u.price_table})),
         input_tokens=sum(r.usage.input_tokens for r in spent),
         output_tokens=sum(r.usage.output_tokens for r in spent),
         cache_read_tokens=sum(r.usage.cache_read_tokens for r in spent),
