@@ -17,7 +17,7 @@ from markdown_it import MarkdownIt
 
 import ksi
 from ksi.knowledge.models import Knowledge, Note
-from ksi.knowledge.render import IndexedNotes, render_for_task
+from ksi.knowledge.render import IndexedNotes
 from tests.run_helpers import journal_lines
 from tests.run_helpers import ksi as ksi_cli
 
@@ -85,7 +85,7 @@ def test_a_distillers_text_and_fields_cannot_start_a_note() -> None:
         _note("g1-003", "keep\n````\n# inside a fence stays as written\n````\n## after"),
     )
     knowledge = Knowledge(generation=1, distiller="agent", notes=notes)
-    text = render_for_task(knowledge, "t", 100_000).text
+    text = IndexedNotes.of(knowledge).render("t", 100_000).text
     assert [_note_id(h) for h in _headings(text)] == ["g1-001", "g1-002", "g1-003"]
     assert "# inside a fence stays as written" in text
 
