@@ -122,7 +122,16 @@ def _problem(task: TaskSpec, display: str, field: str, message: str) -> Problem:
 #: A run directory's own files and folders: no KSI command writes over them, whatever
 #: option names them (``--output-json``, ``ksi view -o``, ``ksi knowledge export -o``).
 OWN_FILES = frozenset(
-    {"run.json", "journal.jsonl", "journal.reserve", ".lock", "generations.jsonl"}
+    {
+        "run.json",
+        "journal.jsonl",
+        "journal.reserve",
+        ".lock",
+        "generations.jsonl",
+        "knowledge.sqlite",
+        "knowledge.sqlite-wal",
+        "knowledge.sqlite-shm",
+    }
 )
 OWN_DIRS = frozenset({"attempts", "knowledge", "seeds", "distill"})
 

@@ -271,6 +271,16 @@ def run_command(
             help="Start from the notes of a bundle (ksi knowledge export).",
         ),
     ] = None,
+    knowledge_db: Annotated[
+        Path | None,
+        typer.Option(
+            metavar="PATH",
+            rich_help_panel="Generations",
+            help="The knowledge store (SQLite) to share with other runs: start from what "
+            "earlier runs on these tasks learnt, and add to it (default: knowledge.sqlite "
+            "in the run directory).",
+        ),
+    ] = None,
 ) -> None:
     """Run an agent on every task, grade every attempt, and print the summary.
 
@@ -347,6 +357,7 @@ def run_command(
         ),
         "knowledge_budget_bytes": knowledge_budget,
         "seed_knowledge": str(seed_knowledge.resolve()) if seed_knowledge else None,
+        "knowledge_db": str(knowledge_db.resolve()) if knowledge_db else None,
     }
     if resume:
         # The stored configuration, with whatever this command line gives on top

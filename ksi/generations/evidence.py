@@ -69,6 +69,36 @@ def eval_output_tail(record: AttemptRecord, limit: int) -> str:
     return _tail("\n".join(parts), limit)
 
 
+def attempt_evidence(
+    rec: AttemptRecord,
+    run_dir: Path,
+    *,
+    solved_threshold: float,
+    budget_bytes: int,
+    eval_output: bool,
+    with_diff: bool,
+) -> AttemptEvidence:
+    """What one **scored** attempt showed, each piece cut to its share of the budget: the
+    diff (``with_diff``) to half of it, an eval output tail or a final message to an
+    eighth; ``eval_output=False`` leaves eval output out."""
+    assert rec.score is not None, "evidence comes from scored attempts only"
+    piece = max(64, budget_bytes // 8)
+    score = float(rec.score)
+    solved = is_solved(score, solved_threshold)
+    diff_path = run_dir / rec.attempt_dir / "diff.patch"
+    return AttemptEvidence(
+        attempt_id=rec.attempt_dir,
+        generation=rec.generation,
+        attempt=rec.attempt,
+        score=score,
+        solved=solved,
+        final_message=_tail(rec.final_message.strip(), piece),
+        eval_output=eval_output_tail(rec, piece) if eval_output and not solved else "",
+        files_touched=files_touched(_read(diff_path, 4 * budget_bytes)),
+        diff=_read(diff_path, budget_bytes // 2) if with_diff else "",
+    )
+
+
 def build_evidence(
     records: Sequence[AttemptRecord],
     *,
@@ -96,29 +126,20 @@ def build_evidence(
         history[rec.task_id].append((rec.generation, rec.attempt_dir, rec.score))
         if rec.generation == generation:
             current[rec.task_id].append(rec)
-    piece = max(64, budget_bytes // 8)
     out = []
     for task_id in sorted(current):
         recs = sorted(current[task_id], key=lambda r: (-(r.score or 0.0), r.attempt))
-        attempts = []
-        for n, rec in enumerate(recs):
-            score = float(rec.score or 0.0)
-            solved = is_solved(score, solved_threshold)
-            diff_path = run_dir / rec.attempt_dir / "diff.patch"
-            full_diff = _read(diff_path, 4 * budget_bytes)
-            attempts.append(
-                AttemptEvidence(
-                    attempt_id=rec.attempt_dir,
-                    generation=rec.generation,
-                    attempt=rec.attempt,
-                    score=score,
-                    solved=solved,
-                    final_message=_tail(rec.final_message.strip(), piece),
-                    eval_output=eval_output_tail(rec, piece) if eval_output and not solved else "",
-                    files_touched=files_touched(full_diff),
-                    diff=_read(diff_path, budget_bytes // 2) if n == 0 else "",
-                )
+        attempts = [
+            attempt_evidence(
+                rec,
+                run_dir,
+                solved_threshold=solved_threshold,
+                budget_bytes=budget_bytes,
+                eval_output=eval_output,
+                with_diff=n == 0,
             )
+            for n, rec in enumerate(recs)
+        ]
         out.append(
             TaskEvidence(
                 task_id=task_id,

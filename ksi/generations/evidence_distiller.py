@@ -3,8 +3,10 @@
 Per task: the score history, the eval output of each failing attempt (what
 the tests said), the best attempt's diff, the agent's final messages and the
 files each attempt touched. One shared note says which tasks were solved.
-Notes of tasks this generation did not run are carried forward, so a task's
-notes survive a generation that skipped it.
+Earlier notes are carried forward, so a task's notes survive a generation
+that skipped it; a task's new score history replaces its earlier one, and the
+new shared summary the earlier summary (``Note.replaces``: the store marks
+them superseded).
 """
 
 from __future__ import annotations
@@ -67,7 +69,14 @@ def evidence_notes(request: DistillRequest) -> tuple[Note, ...]:
     g = request.generation
     notes: list[Note] = []
 
+    previous = request.previous.notes if request.previous is not None else ()
+    histories: dict[str | None, tuple[str, ...]] = {}
+    for note in previous:
+        if note.kind == "score_history":
+            histories[note.task_id] = (*histories.get(note.task_id, ()), note.id)
+
     def add(kind: str, text: str, attempts: tuple[str, ...], task_id: str | None) -> None:
+        replaces = histories.get(task_id, ()) if kind == "score_history" else ()
         notes.append(
             Note(
                 id=f"g{g}-{len(notes) + 1:03d}",
@@ -76,6 +85,7 @@ def evidence_notes(request: DistillRequest) -> tuple[Note, ...]:
                 task_id=task_id,
                 attempts=attempts,
                 generation=g,
+                replaces=replaces,
             )
         )
 
@@ -92,12 +102,10 @@ def evidence_notes(request: DistillRequest) -> tuple[Note, ...]:
     for task in request.evidence:
         for kind, text, attempts in _task_notes(task):
             add(kind, text, attempts, task.task_id)
-    fresh = {t.task_id for t in request.evidence}
-    carried: tuple[Note, ...] = ()
-    if request.previous is not None:
-        # Earlier notes stay (the renderer puts the newest first); the shared
-        # summary of an earlier generation is replaced by this one's.
-        carried = tuple(n for n in request.previous.notes if n.task_id is not None or not fresh)
+    # Earlier notes stay (the renderer puts the newest first), but for those the new
+    # ones replace (a task's score history, the shared summary).
+    replaced = {old for n in notes for old in n.replaces}
+    carried = tuple(n for n in previous if n.id not in replaced)
     return tuple(notes) + carried
 
 

@@ -10,6 +10,10 @@ The loop decides *what* runs; the run it belongs to (:class:`GenerationHost`,
 the driver's session) runs the attempts, keeps the journal and the budget,
 and tells the observers. A stop (``--max-cost``, a full disk, an auth error)
 ends the loop before the distillation of an unfinished generation.
+
+Before generation 1 of a new run, what the knowledge store holds about its
+tasks from earlier runs (and the ``--seed-knowledge`` notes) is stored as
+generation 0, the notes generation 1 gets.
 """
 
 from __future__ import annotations
@@ -20,7 +24,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ksi.errors import DistillationFailed
 from ksi.generations.phases import PhaseEvent, Phases, append_phase
-from ksi.generations.setup import GenerationSetup, plan_tasks, store_seed
+from ksi.generations.run_store import FROM_STORE, RunStore
+from ksi.generations.setup import GenerationSetup, plan_tasks
 from ksi.generations.steps import (
     PlannedAttempt,
     distill,
@@ -31,9 +36,14 @@ from ksi.generations.steps import (
 )
 from ksi.knowledge.models import Knowledge, PlanRequest
 from ksi.knowledge.render import IndexedNotes
-from ksi.knowledge.store import read_knowledge
+from ksi.knowledge.store import (
+    clear_unfinished,
+    read_knowledge,
+    stored_generations,
+    write_knowledge,
+)
 from ksi.models import TaskSpec
-from ksi.records import AttemptRecord
+from ksi.records import AttemptRecord, now
 from ksi.rundir.config import RunConfig
 
 if TYPE_CHECKING:
@@ -80,11 +90,13 @@ class GenerationLoop:
         host: GenerationHost,
         *,
         agent_env: Mapping[str, str],
+        store: RunStore,
     ) -> None:
         self._config = config
         self._root = run_dir
         self._setup = setup
         self._host = host
+        self._store = store
         #: What an ``agent`` distiller's CLI may see (the attempts' scrubbed environment).
         self._agent_env = agent_env
         self._by_id = {t.id: t for t in tasks}
@@ -100,9 +112,13 @@ class GenerationLoop:
         ends the loop before the distillation of an unfinished generation.
         """
         cfg, root, host = self._config, self._root, self._host
-        if self._setup.seed is not None and not (root / "knowledge" / "0").exists():
-            store_seed(root, self._setup.seed)
         records = host.records()
+        for generation in stored_generations(root):  # a run made before the store
+            if not self._store.db.has_generation(self._store.run_id, generation):
+                stored = read_knowledge(root, generation)
+                assert stored is not None
+                self._store.ensure(stored)
+        self._first_notes(records)
         for generation in range(1, cfg.generations + 1):
             phases = Phases.read(root)
             event = phases.started.get(generation)
@@ -145,6 +161,33 @@ class GenerationLoop:
             host.observe("ksi_generation_finished", generation=generation, knowledge=knowledge)
         return True
 
+    def _first_notes(self, records: Sequence[AttemptRecord]) -> None:
+        """Generation 0, once: the seed bundle's notes and, for a run that has not started,
+        what earlier runs in the store learnt about its tasks."""
+        root, store = self._root, self._store
+        if self._config.knowledge == "none" or (root / "knowledge" / "0").exists():
+            return
+        stored = store.stored(0)
+        if stored is None:
+            seed = self._setup.seed
+            fresh = not records and not Phases.read(root).started
+            earlier = store.earlier_notes() if fresh else ()
+            if seed is None and not earlier:
+                return
+            sources = [seed.distiller] if seed is not None else []
+            if earlier:
+                sources.append(f"{FROM_STORE}:{store.path}")
+            stored = store.store(
+                Knowledge(
+                    generation=0,
+                    distiller=" + ".join(sources),
+                    notes=(*(seed.notes if seed is not None else ()), *earlier),
+                    created_at=now(),
+                )
+            )
+        clear_unfinished(root)
+        write_knowledge(root, stored)
+
     def _start(
         self, generation: int, planned: Sequence[str]
     ) -> tuple[PhaseEvent, Knowledge | None]:
@@ -167,7 +210,11 @@ class GenerationLoop:
         """``notes`` ready to render per task (hold-outs get only the shared ones)."""
         if notes is None:
             return None
-        return IndexedNotes.of(notes, withheld=self._config.holdout_task_ids or ())
+        return IndexedNotes.of(
+            notes,
+            withheld=self._config.holdout_task_ids or (),
+            ranker=self._store.ranker(notes.generation),
+        )
 
     def _missing(
         self, tasks: Sequence[TaskSpec], records: list[AttemptRecord], generation: int
@@ -199,6 +246,7 @@ class GenerationLoop:
                 distiller=self._setup.distiller,
                 distiller_name=self._setup.distiller_name,
                 agent_env=self._agent_env,
+                store=self._store,
             )
         except DistillationFailed as exc:
             self._host.warn(str(exc))

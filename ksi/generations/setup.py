@@ -18,6 +18,7 @@ from ksi.attempt.components import resolve
 from ksi.errors import RunError, UserInputError
 from ksi.interfaces import Distiller, Strategy
 from ksi.kinds import DISTILLER, STRATEGY
+from ksi.knowledge.db import KnowledgeDB
 from ksi.knowledge.models import Knowledge, PlanRequest
 from ksi.knowledge.store import (
     generation_dir,
@@ -25,7 +26,6 @@ from ksi.knowledge.store import (
     read_knowledge,
     seeded_knowledge,
     stored_generations,
-    write_knowledge,
 )
 from ksi.models import TaskSpec
 from ksi.records import now
@@ -60,12 +60,25 @@ def resolve_generation_setup(
             "--holdout-task-ids: every task is a hold-out, so no task is left to learn from; "
             "hold out some of the tasks only"
         )
+    if config.knowledge_db:
+        check_store(Path(config.knowledge_db))
     strategy, _ = resolve(STRATEGY, config.strategy)
     distiller, _ = resolve(DISTILLER, config.distiller, config.distiller_options)
     seed = None
     if config.seed_knowledge:
         seed = _seed(config, run_dir)
     return GenerationSetup(strategy, config.strategy, distiller, config.distiller, seed)
+
+
+def check_store(path: Path) -> None:
+    """Refuse a ``--knowledge-db`` KSI cannot use before anything is written: a
+    directory, a file that is no store, a store of a newer KSI."""
+    if path.is_dir():
+        raise UserInputError(f"--knowledge-db {path}: a directory; name the store's file")
+    if path.exists():
+        KnowledgeDB.check(path)
+    elif not path.parent.is_dir():
+        raise UserInputError(f"--knowledge-db {path}: the directory {path.parent} does not exist")
 
 
 def _seed(config: RunConfig, run_dir: Path) -> Knowledge | None:
@@ -77,10 +90,6 @@ def _seed(config: RunConfig, run_dir: Path) -> Knowledge | None:
     bundle, digest = load_bundle(path)
     config.seed_knowledge_sha256 = digest
     return seeded_knowledge(bundle, now())
-
-
-def store_seed(run_dir: Path, seed: Knowledge) -> None:
-    write_knowledge(run_dir, seed)
 
 
 def plan_tasks(

@@ -12,10 +12,12 @@ The loop (:mod:`ksi.generations.loop`) runs generation after generation:
    newest notes stored at or before ``g-1`` (:func:`knowledge_for`); only
    what the journal lacks runs (:func:`missing_attempts`);
 3. **distil**: the distiller turns the generation's scored attempts into
-   notes, stored in ``knowledge/<g>/``; a ``distilled`` event closes the
+   notes, stored in the knowledge store (one transaction) and then written
+   from it to ``knowledge/<g>/``; a ``distilled`` event closes the
    generation. A distiller that fails falls back to ``evidence`` notes.
 
-Every step can be interrupted (``kill -9``) and is redone exactly once.
+Every step can be interrupted (``kill -9``) and is redone exactly once: notes
+the store holds are never distilled again, only their files written.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from ksi.choices import KnowledgeEvalOutput, KnowledgeMode
 from ksi.errors import DistillationFailed
 from ksi.generations.evidence import build_evidence, scored
 from ksi.generations.evidence_distiller import evidence_notes
+from ksi.generations.run_store import RunStore
 from ksi.interfaces import Distiller
 from ksi.knowledge.models import DistillRequest, Knowledge, Note, TaskState
 from ksi.knowledge.render import KNOWLEDGE_FILE, PROMPT_POINTER, IndexedNotes
@@ -126,12 +129,14 @@ def knowledge_for(run_dir: Path, generation: int, config: RunConfig) -> Knowledg
 
 
 def context_for(
-    notes: IndexedNotes | None, task_id: str, budget_bytes: int
+    notes: IndexedNotes | None, task: TaskSpec, budget_bytes: int
 ) -> tuple[tuple[ContextFile, ...], KnowledgeRef | None]:
-    """``KNOWLEDGE.md`` for one attempt (and what the record says it got), or nothing."""
+    """``KNOWLEDGE.md`` for one attempt (and what the record says it got), or nothing.
+
+    Other tasks' notes are chosen by their relevance to the task's id and prompt."""
     if notes is None:
         return (), None
-    rendered = notes.render(task_id, budget_bytes)
+    rendered = notes.render(task.id, budget_bytes, query=f"{task.id} {task.prompt}")
     if not rendered.note_ids:
         return (), None
     files = (ContextFile(KNOWLEDGE_FILE, rendered.text, prompt_pointer=PROMPT_POINTER),)
@@ -163,11 +168,14 @@ def checked_notes(
     scored (citations of others are removed; a note left citing nothing is
     dropped, unless it is carried unchanged from the notes before); ids are
     made unique. A note about a ``withheld`` (hold-out) task is dropped, whoever
-    wrote it (a seed bundle's note carried forward included).
+    wrote it (a seed bundle's note carried forward included), and so is a note
+    another one says it ``replaces`` (superseded).
     """
     skip = frozenset(withheld)
     known = _known_attempts(request)
     previous = set(request.previous.notes) if request.previous is not None else set()
+    notes = list(notes)
+    replaced = {old for n in notes if isinstance(n, Note) for old in n.replaces}
     kept: list[Note] = []
     ids: set[str] = set()
     dropped = 0
@@ -175,6 +183,8 @@ def checked_notes(
         if not isinstance(note, Note) or note.task_id in skip:
             dropped += 1
             continue
+        if note.id in replaced and note in previous:
+            continue  # superseded by a newer note on the same point
         if note not in previous:
             cited = tuple(a for a in note.attempts if a in known)
             if not cited:
@@ -198,18 +208,26 @@ def distill(
     distiller: Distiller,
     distiller_name: str,
     agent_env: Mapping[str, str],
+    store: RunStore,
 ) -> Knowledge:
     """Distil generation ``generation`` and store its notes (exactly once).
 
     Notes already stored for it (a run killed between storing them and
-    recording the phase) are returned as they are. A distiller that raises,
-    or whose notes KSI cannot use, is replaced by the ``evidence`` notes, and
-    :attr:`Knowledge.fallback` says why.
+    recording the phase) are returned as they are: from its files, or, when
+    it was killed before they were written, from the store (and the files
+    written). A distiller that raises, or whose notes KSI cannot use, is
+    replaced by the ``evidence`` notes, and :attr:`Knowledge.fallback` says why.
     """
     stored = read_knowledge(run_dir, generation)
     if stored is not None:
+        store.ensure(stored)
         return stored
     clear_unfinished(run_dir)
+    stored = store.stored(generation)
+    if stored is not None:
+        write_knowledge(run_dir, stored)
+        return stored
+    store.sync(records)
     workdir = Path(run_dir) / DISTILL_DIR / str(generation)
     shutil.rmtree(workdir, ignore_errors=True)  # a killed distillation's leftovers
     workdir.mkdir(parents=True)
@@ -265,5 +283,8 @@ def distill(
         usage=usage,
         created_at=now(),
     )
+    # The store first (one transaction), then the files from what it stored: a kill
+    # between the two leaves the notes in the store, and the resume writes the files.
+    knowledge = store.store(knowledge)
     write_knowledge(run_dir, knowledge)
     return knowledge

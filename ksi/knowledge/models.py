@@ -9,6 +9,8 @@ evidence, and an unscored attempt never enters it.
 
 from __future__ import annotations
 
+import hashlib
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -52,6 +54,9 @@ class Note:
     attempts: tuple[str, ...] = ()
     #: The generation whose attempts it came from (0: seeded from a bundle).
     generation: int = 0
+    #: Ids of earlier notes this one supersedes (on the same point, newer): KSI drops
+    #: them from the notes that follow and marks them superseded in the store.
+    replaces: tuple[str, ...] = ()
 
 
 @attrs.frozen
@@ -67,6 +72,22 @@ class Knowledge:
     #: What the distiller spent (an ``agent`` distiller's model calls).
     usage: Usage = attrs.field(factory=Usage)
     created_at: str = ""
+    #: Ids of notes here whose receivers kept failing when these notes were stored
+    #: (see :data:`DEMOTE_AFTER`): given last, so the budget leaves them out first.
+    demoted: tuple[str, ...] = ()
+
+
+#: A note received by this many scored attempts, none of which solved its task, is demoted.
+DEMOTE_AFTER = 3
+
+_SPACE = re.compile(r"\s+")
+
+
+def text_key(text: str) -> str:
+    """What two notes that say the same thing share: the hash of their text with case
+    and runs of white space normalised (rendering never gives both)."""
+    normal = _SPACE.sub(" ", text.strip().casefold())
+    return hashlib.sha256(normal.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
 @attrs.frozen

@@ -94,6 +94,8 @@ RESUME_RULES: dict[str, ResumeRule] = {
     "knowledge_budget_bytes": ResumeRule(_MATCH, "--knowledge-budget"),
     "seed_knowledge": ResumeRule(_FREE, "--seed-knowledge"),
     "seed_knowledge_sha256": ResumeRule(_MATCH, "--seed-knowledge"),
+    # The store a run reads notes from and writes to: another one would split its record.
+    "knowledge_db": ResumeRule(_MATCH, "--knowledge-db"),
 }
 #: Settings that must match once a run has several generations: generation g's attempt
 #: numbers follow from --attempts, and which tasks the next one runs from the threshold.
@@ -168,6 +170,9 @@ class RunConfig:
     seed_knowledge: str | None = None
     #: The bundle's SHA-256, recorded when the run starts (a resume must find the same one).
     seed_knowledge_sha256: str | None = None
+    #: The knowledge store (SQLite) the run reads earlier runs' notes from and adds its
+    #: evidence and notes to (None: ``knowledge.sqlite`` in the run directory).
+    knowledge_db: str | None = None
 
     def problems(self) -> list[str]:
         """What is out of range (the CLI checks its flags; ``ksi.run()`` callers get this)."""

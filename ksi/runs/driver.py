@@ -31,13 +31,14 @@ from ksi.attempt.diskfull import DiskFullError
 from ksi.attempt.execute import forget_components, use_components
 from ksi.errors import KsiError, RunError, UserInputError
 from ksi.generations.loop import GenerationLoop
+from ksi.generations.run_store import RunStore
 from ksi.generations.steps import missing_attempts
 from ksi.layout import RunLayout, refuse_own_file
 from ksi.models import TaskSpec
 from ksi.records import AttemptRecord, RunSummary
 from ksi.rundir.config import RunConfig, resume_mismatches, task_set_fingerprint
 from ksi.rundir.journal import read_records
-from ksi.rundir.run_state import load_run_state
+from ksi.rundir.run_state import RunState, load_run_state
 from ksi.runs.progress import NullProgress, Progress
 from ksi.runs.session import RunSession
 from ksi.runs.setup import open_run_dir, preflight, resolve_run
@@ -205,6 +206,15 @@ class Driver:
 
     def _run_locked(self) -> RunSummary:
         state, resumed = open_run_dir(self.layout, self.config, self.resolved)
+        store = RunStore.open(
+            self.config, self.layout.root, run_id=state.run_id, task_hashes=state.tasks
+        )
+        try:
+            return self._run_session(state, resumed, store)
+        finally:
+            store.close()
+
+    def _run_session(self, state: RunState, resumed: bool, store: RunStore) -> RunSummary:
         session = RunSession(
             self.config,
             self.layout,
@@ -213,6 +223,7 @@ class Driver:
             session_id=self.session_id,
             progress=self.progress,
             observer_errors=self.observer_errors,
+            store=store,
         )
         environment, stops = self.resolved.components.environment, session.stops
         loop = GenerationLoop(
@@ -222,6 +233,7 @@ class Driver:
             self.resolved.generations,
             session,
             agent_env=session.jobs.base.agent_env,
+            store=store,
         )
         complete = False
         try:

@@ -91,7 +91,7 @@ class JobTemplate:
 
     def job(self, task: TaskSpec, attempt: int, try_number: int) -> AttemptJob:
         # Rendered per job, not per generation up front: 10,000 tasks' notes are not kept.
-        files, ref = context_for(self.notes, task.id, self.knowledge_budget_bytes)
+        files, ref = context_for(self.notes, task, self.knowledge_budget_bytes)
         return attrs.evolve(
             self.base,
             task=task,

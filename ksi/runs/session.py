@@ -12,6 +12,7 @@ asks it to run attempts; each batch goes through a
 from __future__ import annotations
 
 import os
+import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
@@ -20,6 +21,7 @@ import attrs
 from ksi.attempt.components import component_name
 from ksi.attempt.diskfull import DiskFullError, DiskFullWatch, save_unless_disk_full
 from ksi.attempt.job import AttemptJob, JobOutcome
+from ksi.generations.run_store import RunStore
 from ksi.generations.setup import distillation_spend, grow_progress
 from ksi.generations.steps import PlannedAttempt
 from ksi.knowledge.render import IndexedNotes
@@ -58,8 +60,11 @@ class RunSession:
         session_id: str,
         progress: Progress,
         observer_errors: list[str],
+        store: RunStore,
     ) -> None:
         self.config = config
+        #: The knowledge store: each journalled attempt's evidence goes there too.
+        self.store = store
         self.layout = layout
         self.resolved = run
         self.state = state
@@ -170,6 +175,13 @@ class RunSession:
         except DiskFullError as exc:  # noted before the teardown, which then wipes workspaces
             self.stops.note_full_disk(exc.__cause__, journal_failed=True)
             raise
+        try:
+            self.store.record(record)
+        except sqlite3.Error as exc:
+            # The journal holds the attempt: the store gets it before the next distillation.
+            note = f"knowledge store {self.store.path}: could not record an attempt ({exc})"
+            if note not in self.warnings:
+                self.warnings.append(note)
         self.observe("ksi_attempt_finished", record=record)
 
     def _error_record(
