@@ -89,7 +89,7 @@ BUILTIN_COMMANDS: dict[str, tuple[str, str]] = {
     "tasks": ("tasks_cmd", "Validate and list tasks files."),
     "knowledge": (
         "knowledge_cmd",
-        "Export the notes a run's generations distilled, to seed another run.",
+        "Search the knowledge store, show a note and who received it, export notes.",
     ),
 }
 

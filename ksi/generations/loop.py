@@ -36,6 +36,7 @@ from ksi.generations.steps import (
 )
 from ksi.knowledge.models import Knowledge, PlanRequest
 from ksi.knowledge.render import IndexedNotes
+from ksi.knowledge.retrieval import NoteIndex
 from ksi.knowledge.store import (
     clear_unfinished,
     read_knowledge,
@@ -213,7 +214,7 @@ class GenerationLoop:
         return IndexedNotes.of(
             notes,
             withheld=self._config.holdout_task_ids or (),
-            ranker=self._store.ranker(notes.generation),
+            ranker=NoteIndex(notes.notes).rank,
         )
 
     def _missing(

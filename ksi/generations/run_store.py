@@ -16,14 +16,18 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+import attrs
+
 from ksi.generations.evidence import attempt_evidence, scored
 from ksi.knowledge.db import DB_FILE, KnowledgeDB, Receipt, StoredAttempt
 from ksi.knowledge.models import Knowledge, Note
-from ksi.knowledge.queries import any_of
-from ksi.knowledge.render import Ranker
+from ksi.knowledge.store import read_knowledge, stored_generations
+from ksi.layout import RunLayout
 from ksi.models import is_solved
 from ksi.records import AttemptRecord, now
 from ksi.rundir.config import RunConfig
+from ksi.rundir.journal import read_records
+from ksi.rundir.run_state import load_run_state
 
 #: The ``distiller`` of a generation 0 read from the store.
 FROM_STORE = "store"
@@ -118,10 +122,8 @@ class RunStore:
         attempt of a task that is not a hold-out; any other is left out)."""
         if not self._learns_from(record):
             return
-        self.db.put_attempts([self._evidence(record)])
         receipt = self._receipt(record)
-        if receipt is not None:
-            self.db.put_receipts(self.run_id, [receipt])
+        self.db.put_attempts([self._evidence(record)], () if receipt is None else (receipt,))
 
     def sync(self, records: Iterable[AttemptRecord]) -> None:
         """Write what the store lacks of the journal's scored attempts (their newest try)."""
@@ -163,11 +165,29 @@ class RunStore:
             self._hashes, exclude_run=self.run_id, exclude_tasks=self._holdouts
         )
 
-    def ranker(self, generation: int) -> Ranker:
-        """Retrieval over the notes stored after ``generation``: a task's prompt -> the
-        notes that match it, by BM25."""
 
-        def rank(query: str) -> Mapping[int, float]:
-            return self.db.rank(self.run_id, generation, any_of(query))
+def open_run_store(run_dir: Path) -> tuple[KnowledgeDB, str]:
+    """The store a run used, read-only, and the run's id.
 
-        return rank
+    A run made before the store has none: its notes (``knowledge/<g>/``) and
+    the evidence of its journal are read into a store in memory, so the same
+    questions can be asked of it (nothing is written to the run).
+    """
+    layout = RunLayout(Path(run_dir).resolve())
+    state = load_run_state(layout)
+    path = store_path(layout.root, state.config.get("knowledge_db"))
+    if path.is_file():
+        return KnowledgeDB.open(path, readonly=True), state.run_id
+    db = KnowledgeDB.open(Path(":memory:"))
+    known = {f.name for f in attrs.fields(RunConfig)}
+    config = RunConfig(**{k: v for k, v in state.config.items() if k in known})
+    store = RunStore(
+        db, run_id=state.run_id, run_dir=layout.root, config=config, task_hashes=state.tasks
+    )
+    db.register_run(state.run_id, layout.root, now())
+    for generation in stored_generations(layout.root):
+        knowledge = read_knowledge(layout.root, generation)
+        if knowledge is not None:
+            store.ensure(knowledge)
+    store.sync(read_records(layout.journal))
+    return db, state.run_id

@@ -29,6 +29,7 @@ takes either.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import sqlite3
@@ -56,7 +57,7 @@ SCHEMA_VERSION = 1
 #: How long a write waits for another process's write to finish before failing.
 BUSY_TIMEOUT_SEC = 120.0
 
-_TOKENIZE = "porter unicode61 remove_diacritics 2"
+TOKENIZE = "porter unicode61 remove_diacritics 2"
 
 #: Each migration takes the schema from the version before it to its own.
 _MIGRATIONS: dict[int, tuple[str, ...]] = {
@@ -83,6 +84,7 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
             agent TEXT NOT NULL,
             model TEXT,
             finished_at TEXT NOT NULL,
+            scope TEXT NOT NULL,
             UNIQUE (run_id, attempt_id)
         )""",
         "CREATE INDEX attempts_task ON attempts (task_id, task_hash)",
@@ -104,6 +106,7 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
             model TEXT,
             created_at TEXT NOT NULL,
             superseded_by TEXT,
+            scope TEXT NOT NULL,
             UNIQUE (run_id, local_id)
         )""",
         "CREATE INDEX notes_task ON notes (task_id, task_hash)",
@@ -148,37 +151,46 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
             author TEXT NOT NULL,
             text TEXT NOT NULL,
             cites TEXT NOT NULL,
-            created_at TEXT NOT NULL
+            created_at TEXT NOT NULL,
+            scope TEXT NOT NULL
         )""",
+        # ``scope`` holds one word per filter value (run, task, generation, kind: see
+        # :func:`scope`), so a filter narrows the full-text match itself.
         f"""CREATE VIRTUAL TABLE notes_fts USING fts5 (
-            text, applies_when, content='notes', content_rowid='id', tokenize='{_TOKENIZE}'
+            text, applies_when, scope,
+            content='notes', content_rowid='id', tokenize='{TOKENIZE}', prefix='2 3'
         )""",
         f"""CREATE VIRTUAL TABLE attempts_fts USING fts5 (
-            final_message, eval_output, diff, files_touched,
-            content='attempts', content_rowid='id', tokenize='{_TOKENIZE}'
+            final_message, eval_output, diff, files_touched, scope,
+            content='attempts', content_rowid='id', tokenize='{TOKENIZE}', prefix='2 3'
         )""",
         f"""CREATE VIRTUAL TABLE posts_fts USING fts5 (
-            text, content='posts', content_rowid='id', tokenize='{_TOKENIZE}'
+            text, scope, content='posts', content_rowid='id', tokenize='{TOKENIZE}',
+            prefix='2 3'
         )""",
         # The full-text indexes follow their tables (external content: the text is kept once).
         """CREATE TRIGGER notes_ai AFTER INSERT ON notes BEGIN
-            INSERT INTO notes_fts (rowid, text, applies_when)
-            VALUES (new.id, new.text, new.applies_when);
+            INSERT INTO notes_fts (rowid, text, applies_when, scope)
+            VALUES (new.id, new.text, new.applies_when, new.scope);
         END""",
         """CREATE TRIGGER attempts_ai AFTER INSERT ON attempts BEGIN
-            INSERT INTO attempts_fts (rowid, final_message, eval_output, diff, files_touched)
-            VALUES (new.id, new.final_message, new.eval_output, new.diff, new.files_touched);
+            INSERT INTO attempts_fts (rowid, final_message, eval_output, diff, files_touched,
+                                      scope)
+            VALUES (new.id, new.final_message, new.eval_output, new.diff, new.files_touched,
+                    new.scope);
         END""",
         """CREATE TRIGGER attempts_au AFTER UPDATE ON attempts BEGIN
             INSERT INTO attempts_fts (attempts_fts, rowid, final_message, eval_output, diff,
-                                      files_touched)
+                                      files_touched, scope)
             VALUES ('delete', old.id, old.final_message, old.eval_output, old.diff,
-                    old.files_touched);
-            INSERT INTO attempts_fts (rowid, final_message, eval_output, diff, files_touched)
-            VALUES (new.id, new.final_message, new.eval_output, new.diff, new.files_touched);
+                    old.files_touched, old.scope);
+            INSERT INTO attempts_fts (rowid, final_message, eval_output, diff, files_touched,
+                                      scope)
+            VALUES (new.id, new.final_message, new.eval_output, new.diff, new.files_touched,
+                    new.scope);
         END""",
         """CREATE TRIGGER posts_ai AFTER INSERT ON posts BEGIN
-            INSERT INTO posts_fts (rowid, text) VALUES (new.id, new.text);
+            INSERT INTO posts_fts (rowid, text, scope) VALUES (new.id, new.text, new.scope);
         END""",
     ),
 }
@@ -231,6 +243,25 @@ class Post:
     #: The attempt or post ids it rests on.
     cites: tuple[str, ...] = ()
     created_at: str = ""
+
+
+def scope_word(field: str, value: object) -> str:
+    """The one word that stands for ``field = value`` in a row's ``scope`` (a hash, so
+    any task id or run id is one token the tokenizer keeps whole)."""
+    digest = hashlib.sha256(f"{field}\0{value}".encode("utf-8", "surrogatepass")).hexdigest()
+    return f"{field}{digest[:16]}"
+
+
+def scope(run_id: str, task_id: str | None, generation: int, kind: str) -> str:
+    """A row's ``scope``: the words :func:`scope_word` makes of what search filters by."""
+    return " ".join(
+        (
+            scope_word("r", run_id),
+            scope_word("t", task_id),
+            scope_word("g", generation),
+            scope_word("k", kind),
+        )
+    )
 
 
 def global_id(run_id: str, note_id: str) -> str:
@@ -383,22 +414,33 @@ class KnowledgeDB:
                 (run_id, str(run_dir), created_at),
             )
 
-    def put_attempts(self, attempts: Sequence[StoredAttempt]) -> None:
-        """Store (or, for a regraded or retried attempt, replace) attempts' evidence."""
-        if not attempts:
+    def put_attempts(
+        self, attempts: Sequence[StoredAttempt], receipts: Sequence[Receipt] = ()
+    ) -> None:
+        """Store (or, for a regraded or retried attempt, replace) attempts' evidence, and
+        which notes they received, in one transaction."""
+        receipt_rows = self._receipt_rows(attempts[0].run_id if attempts else "", receipts)
+        if not attempts and not receipt_rows:
             return
         with self.write() as conn:
             conn.executemany(
                 """INSERT INTO attempts (run_id, attempt_id, task_id, task_hash, generation,
                     attempt, score, solved, final_message, eval_output, files_touched, diff,
-                    agent, model, finished_at)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    agent, model, finished_at, scope)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 ON CONFLICT (run_id, attempt_id) DO UPDATE SET
                     score = excluded.score, solved = excluded.solved,
                     final_message = excluded.final_message, eval_output = excluded.eval_output,
                     files_touched = excluded.files_touched, diff = excluded.diff,
                     finished_at = excluded.finished_at""",
                 [_attempt_row(a) for a in attempts],
+            )
+            conn.executemany(
+                """INSERT INTO received (run_id, attempt_id, note, task_id, generation, score,
+                    solved) VALUES (?, ?, ?, ?, ?, ?, ?)
+                ON CONFLICT (run_id, attempt_id, note) DO UPDATE SET
+                    score = excluded.score, solved = excluded.solved""",
+                receipt_rows,
             )
 
     def attempt_scores(self, run_id: str) -> dict[str, float]:
@@ -409,9 +451,22 @@ class KnowledgeDB:
         return {a: float(s) for a, s in rows}
 
     def put_receipts(self, run_id: str, receipts: Sequence[Receipt]) -> None:
-        """Record which notes each attempt received (ids the stored generation does not
-        hold are ignored: the record and the store agree on every other)."""
-        rows = []
+        """Record which notes attempts received (see :meth:`put_attempts`)."""
+        rows = self._receipt_rows(run_id, receipts)
+        if rows:
+            with self.write() as conn:
+                conn.executemany(
+                    """INSERT INTO received (run_id, attempt_id, note, task_id, generation,
+                        score, solved) VALUES (?, ?, ?, ?, ?, ?, ?)
+                    ON CONFLICT (run_id, attempt_id, note) DO UPDATE SET
+                        score = excluded.score, solved = excluded.solved""",
+                    rows,
+                )
+
+    def _receipt_rows(self, run_id: str, receipts: Sequence[Receipt]) -> list[tuple[Any, ...]]:
+        """Rows of ``received``; a note id the stored generation does not hold is left
+        out (the record and the store agree on every other)."""
+        rows: list[tuple[Any, ...]] = []
         for r in receipts:
             known = self._set_rows(run_id, r.knowledge_generation)
             for note_id in r.note_ids:
@@ -420,16 +475,7 @@ class KnowledgeDB:
                     rows.append(
                         (run_id, r.attempt_id, row, r.task_id, r.generation, r.score, r.solved)
                     )
-        if not rows:
-            return
-        with self.write() as conn:
-            conn.executemany(
-                """INSERT INTO received (run_id, attempt_id, note, task_id, generation, score,
-                    solved) VALUES (?, ?, ?, ?, ?, ?, ?)
-                ON CONFLICT (run_id, attempt_id, note) DO UPDATE SET
-                    score = excluded.score, solved = excluded.solved""",
-                rows,
-            )
+        return rows
 
     def received_attempts(self, run_id: str) -> set[str]:
         rows = self.conn.execute(
@@ -444,8 +490,8 @@ class KnowledgeDB:
         with self.write() as conn:
             conn.executemany(
                 """INSERT OR IGNORE INTO posts (uid, run_id, generation, task_id, task_hash,
-                    thread, author, text, cites, created_at)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+                    thread, author, text, cites, created_at, scope)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
                 [
                     (
                         p.uid,
@@ -458,6 +504,7 @@ class KnowledgeDB:
                         p.text,
                         json.dumps(list(p.cites)),
                         p.created_at,
+                        scope(p.run_id, p.task_id, p.generation, "post"),
                     )
                     for p in posts
                 ],
@@ -605,30 +652,27 @@ class KnowledgeDB:
     ) -> tuple[int, Note, bool]:
         """The row of ``note`` (linked when stored already, else added), the note with
         the id it is stored under, and whether it was added."""
-        for where, args in (
-            ("uid = ?", (note.id,)),
-            ("run_id = ? AND local_id = ?", (run_id, note.id)),
-        ):
-            found = conn.execute(f"SELECT {_NOTE_COLUMNS} FROM notes n WHERE {where}", args)
-            row = found.fetchone()
-            if row is not None and _same(row, note):
+        found = conn.execute(
+            f"SELECT {_NOTE_COLUMNS} FROM notes n WHERE n.uid = ? OR (n.run_id = ? AND "
+            "n.local_id = ?) ORDER BY n.uid = ? DESC",
+            (note.id, run_id, note.id, note.id),
+        ).fetchall()
+        for row in found:
+            if _same(row, note):
                 return int(row[0]), note, False
         local = note.id
         n = 1
-        while (
-            conn.execute(
-                "SELECT 1 FROM notes WHERE run_id = ? AND local_id = ?", (run_id, local)
-            ).fetchone()
-            or conn.execute(
-                "SELECT 1 FROM notes WHERE uid = ?", (global_id(run_id, local),)
-            ).fetchone()
-        ):
+        while conn.execute(
+            "SELECT 1 FROM notes WHERE (run_id = ? AND local_id = ?) OR uid = ?",
+            (run_id, local, global_id(run_id, local)),
+        ).fetchone():
             local = f"{note.id}-g{generation}" if n == 1 else f"{note.id}-g{generation}-{n}"
             n += 1
         cursor = conn.execute(
             """INSERT INTO notes (uid, run_id, local_id, generation, task_id, task_hash, kind,
-                text, applies_when, attempts, replaces, text_key, distiller, model, created_at)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+                text, applies_when, attempts, replaces, text_key, distiller, model, created_at,
+                scope)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
             (
                 global_id(run_id, local),
                 run_id,
@@ -645,6 +689,7 @@ class KnowledgeDB:
                 distiller,
                 model,
                 created,
+                scope(run_id, note.task_id, note.generation, note.kind),
             ),
         )
         assert cursor.lastrowid is not None
@@ -706,21 +751,6 @@ class KnowledgeDB:
                 if shared_ok if task is None else task_hashes.get(task) == row[_COL["task_hash"]]:
                     out.setdefault(int(row[0]), _note(row[:-1], owner=None))
         return tuple(out.values())
-
-    # -- retrieval ----------------------------------------------------------------------
-    def rank(self, run_id: str, generation: int, match: str, limit: int = 200) -> dict[int, float]:
-        """Position -> BM25 relevance (higher is closer) of the notes of ``run_id``'s stored
-        ``generation`` that match the FTS5 query ``match``; at most ``limit`` of them."""
-        if not match:
-            return {}
-        rows = self.conn.execute(
-            """SELECT gn.position, bm25(notes_fts) AS r FROM notes_fts
-            JOIN generation_notes gn ON gn.note = notes_fts.rowid
-            WHERE notes_fts MATCH ? AND gn.run_id = ? AND gn.generation = ?
-            ORDER BY r LIMIT ?""",
-            (match, run_id, generation, limit),
-        )
-        return {int(p): -float(r) for p, r in rows}
 
 
 _NOTE_FIELDS = (
@@ -797,6 +827,7 @@ def _attempt_row(a: StoredAttempt) -> tuple[Any, ...]:
         a.agent,
         a.model,
         a.finished_at,
+        scope(a.run_id, a.task_id, ev.generation, "attempt"),
     )
 
 

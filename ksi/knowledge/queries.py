@@ -21,7 +21,7 @@ from typing import Any
 
 import attrs
 
-from ksi.knowledge.db import KnowledgeDB, store_size
+from ksi.knowledge.db import KnowledgeDB, scope_word, store_size
 from ksi.knowledge.models import DEMOTE_AFTER, Note
 
 #: What ``search`` looks in (``--kind``: a note kind, or one of these for the others).
@@ -49,7 +49,7 @@ def all_of(text: str) -> str:
     return " ".join(_quoted(w) for w in _WORD.findall(text) if w.rstrip("*"))
 
 
-def any_of(text: str, most: int = 32) -> str:
+def any_of(text: str, most: int = 16) -> str:
     """An FTS5 query matching text that holds any telling word of ``text`` (a task's
     prompt: notes about the same names and errors rank first)."""
     words: list[str] = []
@@ -185,6 +185,40 @@ def _in(column: str, values: Sequence[str]) -> tuple[str, list[Any]]:
     )
 
 
+#: Search ranks at most this many matches of a query (the newest): a word found in
+#: nearly every note tells BM25 nothing, and ranking them all would cost a query's time.
+RANKED_MATCHES = 5_000
+
+
+def _scope_filter(
+    db: KnowledgeDB,
+    *,
+    task: str | None,
+    generation: int | None,
+    run: str | None,
+    kind: str | None,
+) -> str | None:
+    """The FTS5 terms that keep only rows of these values (None: no row can match)."""
+    terms = []
+    if task is not None:
+        terms.append(f'"{scope_word("t", task)}"')
+    if generation is not None:
+        terms.append(f'"{scope_word("g", generation)}"')
+    if kind is not None:
+        terms.append(f'"{scope_word("k", kind)}"')
+    if run:
+        runs = [
+            r
+            for (r,) in db.conn.execute(
+                "SELECT run_id FROM runs WHERE instr(run_id, ?) = 1", (run,)
+            )
+        ]
+        if not runs:
+            return None
+        terms.append("(" + " OR ".join(f'"{scope_word("r", r)}"' for r in runs) + ")")
+    return " AND ".join(f"scope : {t}" for t in terms)
+
+
 def search(
     db: KnowledgeDB,
     query: str,
@@ -199,69 +233,106 @@ def search(
     """The best ``limit`` matches of ``query`` in notes, evidence and posts, best first.
 
     ``kind`` is a note kind (only notes), or ``attempt`` / ``post``; ``run`` a
-    run id (or its start); ``exclude_tasks`` is never answered about.
+    run id (or its start); ``exclude_tasks`` is never answered about. At most
+    :data:`RANKED_MATCHES` matches (the newest) of each source are ranked.
     """
-    match = all_of(query)
-    if not match:
+    words = all_of(query)
+    if not words:
         return ()
     skip = sorted(set(exclude_tasks))
     hits: list[SearchHit] = []
     sources = SOURCES if kind is None else (kind if kind in SOURCES else "note",)
-
-    def filters(prefix: str) -> tuple[str, list[Any]]:
-        sql, args = "", list[Any]()
-        if task is not None:
-            sql, args = sql + f" AND {prefix}.task_id = ?", [*args, task]
-        if generation is not None:
-            sql, args = sql + f" AND {prefix}.generation = ?", [*args, generation]
-        if run:
-            sql, args = sql + f" AND {prefix}.run_id LIKE ? || '%'", [*args, run]
-        more, extra = _in(f"{prefix}.task_id", skip)
-        return sql + more, args + extra
-
-    if "note" in sources:
-        sql, args = filters("n")
-        if kind is not None and kind not in SOURCES:
-            sql, args = sql + " AND n.kind = ?", [*args, kind]
-        rows = db.conn.execute(
-            f"""SELECT n.uid, n.run_id, n.task_id, n.generation, n.kind,
-                snippet(notes_fts, 0, '«', '»', '…', 16), bm25(notes_fts) AS r, {_STATUS}
-            FROM notes_fts JOIN notes n ON n.id = notes_fts.rowid
-            WHERE notes_fts MATCH ?{sql} ORDER BY r LIMIT ?""",
-            (match, *args, limit),
+    note_kind = kind if kind is not None and kind not in SOURCES else None
+    for source in sources:
+        narrow = _scope_filter(
+            db,
+            task=task,
+            generation=generation,
+            run=run,
+            kind=note_kind if source == "note" else None,
         )
-        hits.extend(
-            SearchHit("note", uid, run_id, t, g, k, snip, -r, status)
-            for uid, run_id, t, g, k, snip, r, status in rows
-        )
-    if "attempt" in sources:
-        sql, args = filters("a")
-        rows = db.conn.execute(
-            f"""SELECT a.run_id, a.attempt_id, a.task_id, a.generation, a.score,
-                snippet(attempts_fts, -1, '«', '»', '…', 16), bm25(attempts_fts) AS r
-            FROM attempts_fts JOIN attempts a ON a.id = attempts_fts.rowid
-            WHERE attempts_fts MATCH ?{sql} ORDER BY r LIMIT ?""",
-            (match, *args, limit),
-        )
-        hits.extend(
-            SearchHit("attempt", f"{run_id}:{aid}", run_id, t, g, "attempt", snip, -r, "", score)
-            for run_id, aid, t, g, score, snip, r in rows
-        )
-    if "post" in sources:
-        sql, args = filters("p")
-        rows = db.conn.execute(
-            f"""SELECT p.uid, p.run_id, p.task_id, p.generation,
-                snippet(posts_fts, 0, '«', '»', '…', 16), bm25(posts_fts) AS r
-            FROM posts_fts JOIN posts p ON p.id = posts_fts.rowid
-            WHERE posts_fts MATCH ?{sql} ORDER BY r LIMIT ?""",
-            (match, *args, limit),
-        )
-        hits.extend(
-            SearchHit("post", uid, run_id, t, g, "post", snip, -r)
-            for uid, run_id, t, g, snip, r in rows
-        )
+        if narrow is None:
+            return ()
+        match = f"({words}) AND {narrow}" if narrow else words
+        if skip:
+            held = " OR ".join(f'"{scope_word("t", t)}"' for t in skip)
+            match = f"({match}) NOT scope : ({held})"
+        hits.extend(_SEARCHES[source](db, match, words, skip, limit))
     hits.sort(key=lambda h: -h.relevance)
     return tuple(hits[:limit])
+
+
+#: BM25 weights of each full-text table's columns (``scope`` only filters: weight 0).
+_WEIGHTS = {"notes_fts": "1.0, 0.5, 0.0", "attempts_fts": "1.0, 1.0, 1.0, 1.0, 0.0",
+            "posts_fts": "1.0, 0.0"}  # fmt: skip
+
+
+def _ranked(fts: str, limit: int) -> str:
+    """Rowid and BM25 of the best ``limit`` of the newest matches (then the query reads
+    their fields, and a snippet of the words asked for)."""
+    return f"""WITH top AS (
+        SELECT rowid AS id, r FROM (
+            SELECT rowid, bm25({fts}, {_WEIGHTS[fts]}) AS r FROM {fts} WHERE {fts} MATCH ?
+            ORDER BY rowid DESC LIMIT {RANKED_MATCHES}
+        ) ORDER BY r LIMIT {int(limit)}
+    )"""
+
+
+def _notes(
+    db: KnowledgeDB, match: str, words: str, skip: Sequence[str], limit: int
+) -> list[SearchHit]:
+    more, extra = _in("n.task_id", skip)
+    rows = db.conn.execute(
+        f"""{_ranked("notes_fts", limit)}
+        SELECT n.uid, n.run_id, n.task_id, n.generation, n.kind,
+            snippet(notes_fts, 0, '«', '»', '…', 16), top.r, {_STATUS}
+        FROM top JOIN notes_fts ON notes_fts.rowid = top.id JOIN notes n ON n.id = top.id
+        WHERE notes_fts MATCH ?{more} ORDER BY top.r""",
+        (match, words, *extra),
+    )
+    return [
+        SearchHit("note", uid, run_id, t, g, k, snip, -r, status)
+        for uid, run_id, t, g, k, snip, r, status in rows
+    ]
+
+
+def _attempts(
+    db: KnowledgeDB, match: str, words: str, skip: Sequence[str], limit: int
+) -> list[SearchHit]:
+    more, extra = _in("a.task_id", skip)
+    rows = db.conn.execute(
+        f"""{_ranked("attempts_fts", limit)}
+        SELECT a.run_id, a.attempt_id, a.task_id, a.generation, a.score,
+            snippet(attempts_fts, -1, '«', '»', '…', 16), top.r
+        FROM top JOIN attempts_fts ON attempts_fts.rowid = top.id JOIN attempts a ON a.id = top.id
+        WHERE attempts_fts MATCH ?{more} ORDER BY top.r""",
+        (match, words, *extra),
+    )
+    return [
+        SearchHit("attempt", f"{run_id}:{aid}", run_id, t, g, "attempt", snip, -r, "", score)
+        for run_id, aid, t, g, score, snip, r in rows
+    ]
+
+
+def _posts(
+    db: KnowledgeDB, match: str, words: str, skip: Sequence[str], limit: int
+) -> list[SearchHit]:
+    more, extra = _in("p.task_id", skip)
+    rows = db.conn.execute(
+        f"""{_ranked("posts_fts", limit)}
+        SELECT p.uid, p.run_id, p.task_id, p.generation,
+            snippet(posts_fts, 0, '«', '»', '…', 16), top.r
+        FROM top JOIN posts_fts ON posts_fts.rowid = top.id JOIN posts p ON p.id = top.id
+        WHERE posts_fts MATCH ?{more} ORDER BY top.r""",
+        (match, words, *extra),
+    )
+    return [
+        SearchHit("post", uid, run_id, t, g, "post", snip, -r)
+        for uid, run_id, t, g, snip, r in rows
+    ]
+
+
+_SEARCHES = {"note": _notes, "attempt": _attempts, "post": _posts}
 
 
 def note_detail(db: KnowledgeDB, note_id: str, *, run_id: str | None = None) -> NoteDetail | None:

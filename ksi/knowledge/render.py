@@ -159,6 +159,10 @@ class IndexedNotes:
     #: Ranks shared and other tasks' notes for a task (None: shared notes only, in order).
     ranker: Ranker | None = None
     demoted: frozenset[str] = frozenset()
+    #: Each note's :func:`~ksi.knowledge.models.text_key`, by id (computed once).
+    keys: dict[str, str] = attrs.field(factory=dict)
+    #: Rendered blocks by (note id, shown as another task's), computed when first needed.
+    _blocks: dict[tuple[str, bool], str] = attrs.field(factory=dict)
 
     @classmethod
     def of(
@@ -175,7 +179,8 @@ class IndexedNotes:
                 continue
             by_task.setdefault(note.task_id, []).append(note)
         ordered = {t: _ordered(notes, demoted) for t, notes in by_task.items()}
-        return cls(knowledge, ordered, skip, ranker, demoted)
+        keys = {n.id: text_key(n.text) for n in knowledge.notes}
+        return cls(knowledge, ordered, skip, ranker, demoted, keys)
 
     def render(self, task_id: str, budget_bytes: int, query: str = "") -> RenderedNotes:
         """``KNOWLEDGE.md`` for one attempt at ``task_id``: its notes, then shared ones
@@ -191,20 +196,27 @@ class IndexedNotes:
             matched.sort(key=lambda n: (n.id in self.demoted, -relevance[position[id(n)]]))
             unmatched = [n for n in shared if position[id(n)] not in relevance]
             related = matched + unmatched
-        return _render(task_id, self.by_task.get(task_id, []), related, budget_bytes, self.demoted)
+        return _render(task_id, self.by_task.get(task_id, []), related, budget_bytes, self)
 
     def _others(self, task_id: str) -> list[Note]:
         return [
             n for t, notes in self.by_task.items() if t is not None and t != task_id for n in notes
         ]
 
+    def block(self, note: Note, about: bool) -> str:
+        key = (note.id, about)
+        found = self._blocks.get(key)
+        if found is None:
+            found = self._blocks[key] = _block(note, demoted=note.id in self.demoted, about=about)
+        return found
+
+
+#: Fewer bytes left than this, and no note fits any more: the rest are left out unread.
+_SMALLEST_BLOCK = 48
+
 
 def _render(
-    task_id: str,
-    own: list[Note],
-    related: list[Note],
-    budget_bytes: int,
-    demoted: frozenset[str] = frozenset(),
+    task_id: str, own: list[Note], related: list[Note], budget_bytes: int, notes: IndexedNotes
 ) -> RenderedNotes:
     parts = [_TITLE]
     # Room for the line saying how many notes were left out: the budget holds it too.
@@ -218,17 +230,20 @@ def _render(
         ("## All tasks, and other tasks' notes related to this one\n\n" if others
          else "## All tasks\n\n", related),
     )  # fmt: skip
-    for header, notes in sections:
-        if not notes:
+    for header, group in sections:
+        if not group:
             continue
         header_size = len(header.encode())
         placed_header = False
-        for note in notes:
-            key = text_key(note.text)
+        for n, note in enumerate(group):
+            if budget_bytes - used < _SMALLEST_BLOCK:
+                left_out += len(group) - n
+                break
+            key = notes.keys.get(note.id) or text_key(note.text)
             if key in said:
                 duplicates += 1
                 continue
-            block = _block(note, demoted=note.id in demoted, about=note.task_id != task_id)
+            block = notes.block(note, about=note.task_id != task_id)
             size = len(block.encode()) + (0 if placed_header else header_size)
             if used + size > budget_bytes:
                 left_out += 1
