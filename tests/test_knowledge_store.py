@@ -1,0 +1,454 @@
+"""The knowledge store (issue 25 §1): one SQLite file of evidence and notes, shared by runs.
+
+Real ``ksi run`` processes write real SQLite files; the offline demo
+(examples/generations: tasks whose tests check a detail only the eval output
+reveals, and a scripted stand-in for an LLM agent that reads KNOWLEDGE.md) is
+the subject wherever a run is needed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ksi.generations.phases import read_phases
+from ksi.knowledge.db import SCHEMA_VERSION, KnowledgeDB
+from ksi.knowledge.models import Knowledge, Note
+from ksi.knowledge.render import IndexedNotes
+from ksi.knowledge.retrieval import NoteIndex
+from ksi.knowledge.store import read_knowledge
+from tests.run_helpers import journal_lines, write_tasks
+from tests.run_helpers import ksi as ksi_cli
+
+ROOT = Path(__file__).resolve().parent.parent
+DEMO = ROOT / "examples" / "generations"
+DEMO_TASKS = DEMO / "tasks.jsonl"
+AGENT = f"{DEMO / 'scripted_agent.py'}:ScriptedAgent"
+SLOW_STORE = Path(__file__).parent / "fixtures" / "knowledge" / "slow_store.py"
+
+
+def demo_args(run_dir: Path, *extra: str) -> list[str]:
+    return ["run", str(DEMO_TASKS), "--agent", AGENT, "--run-dir", str(run_dir),
+            "--concurrency", "4", *extra]  # fmt: skip
+
+
+def run_demo(run_dir: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    done = ksi_cli(*demo_args(run_dir, *extra), timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done
+
+
+def generation_rows(stdout: str) -> list[list[str]]:
+    lines = stdout.splitlines()
+    start = lines.index("per generation:") + 2
+    rows = []
+    for line in lines[start:]:
+        if not line[:1].isdigit():
+            break
+        rows.append(line.split())
+    return rows
+
+
+def run_id(run_dir: Path) -> str:
+    return str(json.loads((run_dir / "run.json").read_text())["run_id"])
+
+
+def store_rows(path: Path, sql: str, *args: Any) -> list[tuple[Any, ...]]:
+    conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    try:
+        return conn.execute(sql, args).fetchall()
+    finally:
+        conn.close()
+
+
+def scored_attempts(run_dir: Path) -> dict[str, float]:
+    """Attempt dir -> score of the newest try of each scored attempt in the journal."""
+    latest: dict[tuple[str, int], dict[str, Any]] = {}
+    for r in journal_lines(run_dir):
+        latest[(r["task_id"], r["attempt"])] = r
+    return {r["attempt_dir"]: r["score"] for r in latest.values() if r["status"] == "scored"}
+
+
+# -- sharing a store across runs ---------------------------------------------------------
+
+
+def test_a_second_run_on_the_first_runs_store_solves_in_generation_1(tmp_path: Path) -> None:
+    store = tmp_path / "demo.sqlite"
+    first = run_demo(tmp_path / "first", "--generations", "3", "--knowledge-db", str(store))
+    assert [r[:3] for r in generation_rows(first.stdout)] == [["1", "4", "1"], ["2", "3", "3"]]
+
+    second = run_demo(tmp_path / "second", "--generations", "3", "--knowledge-db", str(store))
+    rows = generation_rows(second.stdout)
+    assert [r[:3] for r in rows] == [["1", "4", "4"]], "what the first needed two generations for"
+    assert rows[0][-2] == "0", "generation 1 got the notes read from the store (generation 0)"
+
+    # The run records the store and the notes it read, so it can be reproduced.
+    run = tmp_path / "second"
+    config = json.loads((run / "run.json").read_text())["config"]
+    assert config["knowledge_db"] == str(store)
+    read = read_knowledge(run, 0)
+    assert read is not None and read.distiller == f"store:{store}"
+    first_id = run_id(tmp_path / "first")
+    assert read.notes and all(n.id.startswith(f"{first_id}-") for n in read.notes)
+    for record in journal_lines(run):
+        assert record["knowledge"]["generation"] == 0
+        assert set(record["knowledge"]["note_ids"]) <= {n.id for n in read.notes}
+    # ... and adds to the store: its evidence and its own notes.
+    stats = json.loads(ksi_cli("knowledge", "stats", "--knowledge-db", str(store), "--json").stdout)
+    assert stats["runs"] == 2
+    assert stats["attempts"] == len(scored_attempts(tmp_path / "first")) + 4
+    assert store_rows(store, "SELECT generation FROM generations WHERE run_id = ?", run_id(run))
+
+
+def test_a_changed_task_is_not_given_the_old_tasks_notes(tmp_path: Path) -> None:
+    store = tmp_path / "k.sqlite"
+    run_demo(tmp_path / "first", "--generations", "2", "--knowledge-db", str(store))
+    # The same task id, another task: its test now wants another greeting.
+    tasks = [json.loads(line) for line in DEMO_TASKS.read_text().splitlines()]
+    greet = next(t for t in tasks if t["task_id"] == "greet")
+    greet["files"]["test_greet.py"] = greet["files"]["test_greet.py"].replace("Howdy", "Ahoy")
+    greet["eval"]["command"] += " "  # the eval is part of what identifies a task
+    changed = write_tasks(tmp_path / "changed.jsonl", tasks)
+    done = ksi_cli("run", str(changed), "--agent", AGENT, "--run-dir", str(tmp_path / "second"),
+                   "--knowledge-db", str(store))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    records = {r["task_id"]: r for r in journal_lines(tmp_path / "second")}
+    assert records["greet"]["score"] == 0.0, "the old task's notes would have said Howdy"
+    assert all(records[t]["score"] == 1.0 for t in ("gateway-port", "log-level", "version"))
+    read = read_knowledge(tmp_path / "second", 0)
+    assert read is not None and not [n for n in read.notes if n.task_id == "greet"]
+
+
+def test_two_real_runs_writing_one_store_at_once_lose_nothing(tmp_path: Path) -> None:
+    store = tmp_path / "shared.sqlite"
+    runs = [tmp_path / "a", tmp_path / "b"]
+    args = ["--generations", "3", "--attempts", "4", "--knowledge-db", str(store)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "ksi", *demo_args(run, *args)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for run in runs
+    ]
+    for proc in procs:
+        out, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, out + err
+    for run in runs:
+        rid = run_id(run)
+        # Every scored attempt's evidence, with its newest score.
+        stored = dict(
+            store_rows(store, "SELECT attempt_id, score FROM attempts WHERE run_id = ?", rid)
+        )
+        assert stored == scored_attempts(run)
+        # Every generation's notes, as its files say, in their order.
+        for generation in (0, 1, 2, 3):
+            files = read_knowledge(run, generation)
+            in_store = store_rows(
+                store,
+                """SELECT CASE WHEN n.run_id = ? THEN n.local_id ELSE n.uid END
+                FROM generation_notes gn JOIN notes n ON n.id = gn.note
+                WHERE gn.run_id = ? AND gn.generation = ? ORDER BY gn.position""",
+                rid, rid, generation,
+            )  # fmt: skip
+            assert [i for (i,) in in_store] == ([n.id for n in files.notes] if files else [])
+        # Every note each attempt received.
+        given = sum(
+            len(r["knowledge"]["note_ids"])
+            for r in journal_lines(run)
+            if r["knowledge"] and r["attempt_dir"] in scored_attempts(run)
+        )
+        received = store_rows(store, "SELECT count(*) FROM received WHERE run_id = ?", rid)
+        assert received == [(given,)]
+
+
+# -- kill -9 during a store write --------------------------------------------------------
+
+
+def _held(tmp_path: Path, where: str) -> tuple[Path, list[str]]:
+    """A demo run killed while generation 1's notes are being stored (``where``)."""
+    run_dir, marker = tmp_path / "run", tmp_path / "held"
+    args = demo_args(run_dir, "--generations", "3")
+    proc = subprocess.Popen(
+        [sys.executable, str(SLOW_STORE), str(marker), where, *args],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 120
+    while not marker.exists():
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "generation 1's notes were never stored"
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    return run_dir, args
+
+
+def _phases(run_dir: Path) -> list[tuple[str, int]]:
+    return [(e.kind, e.generation) for e in read_phases(run_dir)]
+
+
+def test_kill_9_inside_the_store_write_leaves_nothing_and_the_resume_distils_once(
+    tmp_path: Path,
+) -> None:
+    run_dir, args = _held(tmp_path, "in")
+    store = run_dir / "knowledge.sqlite"
+    rid = run_id(run_dir)
+    assert store_rows(store, "SELECT count(*) FROM generations WHERE run_id = ?", rid) == [(0,)]
+    assert store_rows(store, "SELECT count(*) FROM notes") == [(0,)], "nothing half-written"
+    assert not (run_dir / "knowledge" / "1").exists()
+    assert _phases(run_dir) == [("started", 1)]
+
+    resumed = ksi_cli(*args, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr
+    assert _phases(run_dir) == [("started", 1), ("distilled", 1), ("started", 2), ("distilled", 2)]
+    assert len(journal_lines(run_dir)) == 7
+    generations = store_rows(store, "SELECT generation FROM generations WHERE run_id = ?", rid)
+    assert sorted(generations) == [(1,), (2,)]
+    with KnowledgeDB.open(store, readonly=True) as db:
+        assert db.generation(rid, 1) == read_knowledge(run_dir, 1)
+
+
+def test_kill_9_after_the_store_write_writes_the_files_from_the_store(tmp_path: Path) -> None:
+    run_dir, args = _held(tmp_path, "after")
+    store = run_dir / "knowledge.sqlite"
+    rid = run_id(run_dir)
+    with KnowledgeDB.open(store, readonly=True) as db:
+        stored = db.generation(rid, 1)
+    assert stored is not None and stored.notes
+    assert not (run_dir / "knowledge" / "1").exists()
+
+    resumed = ksi_cli(*args, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr
+    # Not distilled again: the files say exactly what the store held before the resume.
+    assert read_knowledge(run_dir, 1) == stored
+    assert store_rows(store, "SELECT count(*) FROM generations WHERE run_id = ? AND generation = 1",
+                      rid) == [(1,)]  # fmt: skip
+    assert "solved: 4/4" in resumed.stdout
+
+
+# -- asking the store ------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def demo_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    run = tmp_path_factory.mktemp("store") / "run"
+    run_demo(run, "--generations", "3")
+    return run
+
+
+def test_search_finds_notes_and_evidence_and_filters_them(demo_run: Path) -> None:
+    found = ksi_cli("knowledge", "search", "Howdy", "--run-dir", str(demo_run), "--json")
+    assert found.returncode == 0, found.stderr
+    hits = json.loads(found.stdout)["hits"]
+    assert {h["source"] for h in hits} == {"note", "attempt"}
+    assert all(h["task_id"] == "greet" for h in hits)
+    assert any(h["kind"] == "eval_output" and "«Howdy»" in h["snippet"] for h in hits)
+    relevance = [h["relevance"] for h in hits]
+    assert relevance == sorted(relevance, reverse=True)
+
+    only = ksi_cli("knowledge", "search", "Howdy", "--run-dir", str(demo_run), "--json",
+                   "--kind", "attempt")  # fmt: skip
+    attempts = json.loads(only.stdout)["hits"]
+    assert attempts and {h["source"] for h in attempts} == {"attempt"}
+    assert {h["id"].split(":", 1)[1] for h in attempts} <= set(scored_attempts(demo_run))
+    other = ksi_cli("knowledge", "search", "Howdy", "--run-dir", str(demo_run), "--task", "version")
+    assert other.returncode == 0 and "nothing matches" in other.stdout
+
+    text = ksi_cli("knowledge", "search", "AssertionError 8443", "--run-dir", str(demo_run))
+    assert text.returncode == 0, text.stderr
+    assert "task gateway-port" in text.stdout and "task greet" not in text.stdout
+    # Words, never query syntax: nothing a user types breaks the search.
+    odd = ksi_cli("knowledge", "search", 'NEAR( "x OR * -', "--run-dir", str(demo_run))
+    assert odd.returncode == 0, odd.stderr
+
+
+def test_show_gives_the_note_its_citations_and_who_received_it(demo_run: Path) -> None:
+    notes = read_knowledge(demo_run, 1)
+    assert notes is not None
+    note = next(n for n in notes.notes if n.task_id == "greet" and n.kind == "eval_output")
+    shown = ksi_cli("knowledge", "show", note.id, "--run-dir", str(demo_run))
+    assert shown.returncode == 0, shown.stderr
+    assert "AssertionError: 'Hello, Ada!' != 'Howdy, Ada!'" in shown.stdout
+    assert "attempts/greet/1: score 0.00" in shown.stdout
+    receivers = [r for r in journal_lines(demo_run)
+                 if r["knowledge"] and note.id in r["knowledge"]["note_ids"]]  # fmt: skip
+    assert receivers, "generation 2 received it"
+    for r in receivers:
+        assert f"{r['attempt_dir']} (generation 2): score {r['score']:.2f}" in shown.stdout
+    detail = json.loads(
+        ksi_cli("knowledge", "show", note.id, "--run-dir", str(demo_run), "--json").stdout
+    )
+    assert detail["uid"] == f"{run_id(demo_run)}-{note.id}"
+    assert detail["distiller"] == "evidence" and detail["note"]["generation"] == 1
+    assert len(detail["receivers"]) == len(receivers)
+    # The global id finds it through the store file too.
+    store = demo_run / "knowledge.sqlite"
+    by_store = ksi_cli("knowledge", "show", detail["uid"], "--knowledge-db", str(store))
+    assert by_store.returncode == 0 and note.id in by_store.stdout
+    missing = ksi_cli("knowledge", "show", "no-such-note", "--knowledge-db", str(store))
+    assert missing.returncode == 2 and "no note 'no-such-note'" in missing.stderr
+
+
+def test_stats_count_what_the_run_stored(demo_run: Path) -> None:
+    done = ksi_cli("knowledge", "stats", "--run-dir", str(demo_run), "--json")
+    assert done.returncode == 0, done.stderr
+    stats = json.loads(done.stdout)
+    assert stats["schema_version"] == SCHEMA_VERSION
+    assert (stats["runs"], stats["tasks"]) == (1, 4)
+    assert stats["attempts"] == len(scored_attempts(demo_run))
+    assert stats["stored_generations"] == 2
+    assert stats["notes_by_status"]["superseded"] > 0, "generation 2's histories replace 1's"
+    assert stats["size_bytes"] > 0
+    plain = ksi_cli("knowledge", "stats", "--run-dir", str(demo_run))
+    assert "scored attempts: 7" in plain.stdout
+
+
+def test_the_store_must_be_named_once(demo_run: Path) -> None:
+    neither = ksi_cli("knowledge", "stats")
+    both = ksi_cli("knowledge", "stats", "--run-dir", str(demo_run),
+                   "--knowledge-db", str(demo_run / "knowledge.sqlite"))  # fmt: skip
+    for done in (neither, both):
+        assert done.returncode == 2 and "--knowledge-db PATH or a run as --run-dir" in done.stderr
+
+
+# -- the lifecycle of notes ------------------------------------------------------------------
+
+
+def test_a_newer_note_on_the_same_point_supersedes_the_old_one(demo_run: Path) -> None:
+    first, second = read_knowledge(demo_run, 1), read_knowledge(demo_run, 2)
+    assert first is not None and second is not None
+    old = next(n for n in first.notes if n.task_id == "greet" and n.kind == "score_history")
+    new = next(n for n in second.notes if n.task_id == "greet" and n.kind == "score_history")
+    assert new.replaces == (old.id,)
+    assert old.id not in {n.id for n in second.notes}, "never given after it was replaced"
+    shown = ksi_cli("knowledge", "show", old.id, "--run-dir", str(demo_run), "--json")
+    detail = json.loads(shown.stdout)
+    assert detail["status"] == "superseded"
+    assert detail["superseded_by"] == f"{run_id(demo_run)}-{new.id}"
+
+
+def test_a_note_whose_receivers_keep_failing_is_demoted_and_given_last(tmp_path: Path) -> None:
+    tasks = write_tasks(tmp_path / "tasks.jsonl", [
+        {"task_id": "hard", "prompt": "Make it pass.", "eval": {"command": "echo nope; exit 1"}},
+    ])  # fmt: skip
+    run = tmp_path / "run"
+    done = ksi_cli("run", str(tasks), "--agent", "command", "--agent-option",
+                   "cmd=cp KNOWLEDGE.md repo/ 2>/dev/null; echo tried", "--attempts", "3",
+                   "--generations", "3", "--run-dir", str(run))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    first, second = read_knowledge(run, 1), read_knowledge(run, 2)
+    assert first is not None and second is not None
+    # Generation 2's three attempts received generation 1's notes and all failed.
+    carried = [n.id for n in second.notes if n.generation == 1]
+    assert carried and set(carried) <= set(second.demoted)
+    assert not {n.id for n in second.notes if n.generation == 2} & set(second.demoted)
+    # Given last, and said to be demoted.
+    gen3 = next(r for r in journal_lines(run) if r["generation"] == 3)
+    given = (run / gen3["attempt_dir"] / "captured" / "repo" / "KNOWLEDGE.md").read_text()
+    own = {n.id for n in second.notes if n.task_id == "hard"}
+    ids = [i for i in gen3["knowledge"]["note_ids"] if i in own]
+    fresh = [i for i in ids if i not in second.demoted]
+    assert ids == fresh + [i for i in ids if i in second.demoted], "demoted last of the task's"
+    assert "_Demoted: the attempts that received it kept failing._" in given
+    shown = json.loads(
+        ksi_cli("knowledge", "show", carried[0], "--run-dir", str(run), "--json").stdout
+    )
+    assert shown["status"] == "demoted" and len(shown["receivers"]) >= 3
+
+
+def _note(id: str, text: str, task_id: str | None, kind: str = "insight") -> Note:
+    return Note(id=id, kind=kind, text=text, task_id=task_id, attempts=("a/1",), generation=1)
+
+
+def test_two_notes_that_say_the_same_thing_are_given_once() -> None:
+    notes = (
+        _note("n1", "Run the tests with -q.", "t"),
+        _note("n2", "  run the TESTS   with -q.\n", "t"),
+        _note("n3", "run the tests with -q.", None),
+    )
+    rendered = IndexedNotes.of(Knowledge(1, "x", notes)).render("t", 100_000)
+    assert rendered.note_ids == ("n1",) and rendered.duplicates == 2
+    assert rendered.text.count("with -q.") == 1
+
+
+def test_other_tasks_notes_come_by_relevance_after_the_tasks_own() -> None:
+    notes = (
+        _note("own", "Check the config loader first.", "parser"),
+        _note("near", "The tokenizer splits on commas; the parser must join quoted fields.", "csv"),
+        _note("far", "Ports below 1024 need root.", "server"),
+        _note("shared", "Every task: run the linter.", None),
+    )
+    knowledge = Knowledge(1, "x", notes)
+    index = IndexedNotes.of(knowledge, withheld=["held"], ranker=NoteIndex(notes).rank)
+    prompt = "parser: parse CSV lines; quoted fields may hold commas (tokenizer)"
+    rendered = index.render("parser", 100_000, query=prompt)
+    assert rendered.note_ids == ("own", "near", "shared"), "far matches nothing of the prompt"
+    assert "_About task `csv`_" in rendered.text
+    # Own notes come first whatever the budget leaves; then the most relevant that fits.
+    assert index.render("parser", 300, query=prompt).note_ids == ("own",)
+    assert index.render("parser", 400, query=prompt).note_ids == ("own", "near")
+    # A hold-out gets shared notes only, never another task's.
+    assert index.render("held", 100_000, query=prompt).note_ids == ("shared",)
+
+
+# -- what the store keeps out, and stores it refuses ------------------------------------------
+
+
+def test_unscored_and_holdout_attempts_never_reach_the_store(tmp_path: Path) -> None:
+    tasks = write_tasks(tmp_path / "tasks.jsonl", [
+        {"task_id": "learn", "prompt": "p", "eval": {"command": "echo learnword; exit 1"}},
+        {"task_id": "slow", "prompt": "p",
+         "eval": {"command": "echo slowword; sleep 30", "timeout_sec": 1}},
+        {"task_id": "held", "prompt": "p", "eval": {"command": "echo heldword; exit 1"}},
+    ])  # fmt: skip
+    run = tmp_path / "run"
+    done = ksi_cli("run", str(tasks), "--agent", "command", "--agent-option", "cmd=true",
+                   "--generations", "2", "--holdout-task-ids", "held",
+                   "--run-dir", str(run))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    store = run / "knowledge.sqlite"
+    assert {t for (t,) in store_rows(store, "SELECT DISTINCT task_id FROM attempts")} == {"learn"}
+    assert not store_rows(store, "SELECT uid FROM notes WHERE task_id IN ('slow', 'held')")
+    for word in ("slowword", "heldword"):
+        found = json.loads(
+            ksi_cli("knowledge", "search", word, "--run-dir", str(run), "--json").stdout
+        )
+        assert found["hits"] == [], word
+    assert store_rows(store, "SELECT count(*) FROM received WHERE task_id = 'held'") == [(0,)]
+
+
+def test_a_store_ksi_cannot_use_is_refused_before_the_run_directory_exists(
+    tmp_path: Path,
+) -> None:
+    newer = tmp_path / "newer.sqlite"
+    conn = sqlite3.connect(newer)
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    conn.close()
+    other = tmp_path / "other.sqlite"
+    conn = sqlite3.connect(other)
+    conn.execute("CREATE TABLE customers (name TEXT)")
+    conn.close()
+    for path, why in ((newer, "written by a newer KSI"), (other, "not a knowledge store"),
+                      (tmp_path, "a directory")):  # fmt: skip
+        done = ksi_cli(*demo_args(tmp_path / "run", "--knowledge-db", str(path)))
+        assert done.returncode == 2, done.stdout + done.stderr
+        assert why in done.stderr
+        assert not (tmp_path / "run").exists()
+
+
+def test_a_resume_must_name_the_same_store(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    run_demo(run)
+    done = ksi_cli(*demo_args(run, "--knowledge-db", str(tmp_path / "other.sqlite")))
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "knowledge_db" in done.stderr and "--knowledge-db" in done.stderr
