@@ -121,3 +121,31 @@ def test_the_old_run_resumes_exactly_once_and_then_reports_and_views(old_run: Pa
     again = _ksi(old_run, *RUN_ARGS)
     assert again.returncode == 0, again.stderr
     assert len(_records(run)) == 26
+
+
+def test_the_old_runs_notes_can_be_searched_and_its_resume_stores_them(old_run: Path) -> None:
+    run = old_run / "run"
+    assert not (run / "knowledge.sqlite").exists(), "0.1.0 had no knowledge store"
+    # Read as it is: its notes and evidence, into a store in memory; nothing is written.
+    stats = _ksi(old_run, "knowledge", "stats", "--run-dir", "run", "--json")
+    assert stats.returncode == 0, stats.stderr
+    figures = json.loads(stats.stdout)
+    assert figures["stored_generations"] == 1 and figures["notes"] > 0
+    found = _ksi(old_run, "knowledge", "search", "score", "--run-dir", "run", "--json")
+    assert found.returncode == 0 and json.loads(found.stdout)["hits"]
+    assert not (run / "knowledge.sqlite").exists()
+
+    agent = old_run / "agent.sh"
+    agent.write_text(agent.read_text().replace("sleep 120", "true"))
+    done = _ksi(old_run, *RUN_ARGS)
+    assert done.returncode == 0, done.stdout + done.stderr
+    # The first resume stored the old notes (generation 1, as its files hold them) and
+    # the journal's evidence; the rest went in as the run went on.
+    stats = _ksi(old_run, "knowledge", "stats", "--run-dir", "run", "--json")
+    figures = json.loads(stats.stdout)
+    assert figures["stored_generations"] == 3
+    scored = {(r["task_id"], r["attempt"]) for r in _records(run) if r["status"] == "scored"}
+    assert figures["attempts"] == len(scored)
+    old_notes = json.loads((run / "knowledge" / "1" / "notes.json").read_text())["notes"]
+    shown = _ksi(old_run, "knowledge", "show", old_notes[0]["id"], "--run-dir", "run", "--json")
+    assert json.loads(shown.stdout)["note"]["text"] == old_notes[0]["text"]
