@@ -76,6 +76,47 @@ class TaskGenerations:
     solved_generation: int | None
     #: The generations it ran in.
     generations_run: tuple[int, ...] = ()
+    #: The notes the attempt that first solved it had received (empty: it had none).
+    notes_before_solve: tuple[str, ...] = ()
+
+
+@attrs.frozen
+class NoteEvidence:
+    """One note against its outcomes: evidence of what it did, not proof.
+
+    ``received``: the scored attempts that received it, and how many solved;
+    ``compared``: scored attempts at the same tasks, in generations before the
+    last one that received it there, that did not receive it (the attempts it
+    could have helped, had it existed), and how many solved; ``control``: with
+    a control run (``ksi report --control``, the ``--knowledge none`` arm), its
+    scored attempts at the receivers' tasks in the receivers' generations.
+    """
+
+    note_id: str
+    #: Its kind and task, when its stored generation could be read ("" and None if not).
+    kind: str = ""
+    task_id: str | None = None
+    received: int = 0
+    received_solved: int = 0
+    compared: int = 0
+    compared_solved: int = 0
+    #: None: no control run was given.
+    control: int | None = None
+    control_solved: int | None = None
+
+    @property
+    def received_rate(self) -> float | None:
+        return self.received_solved / self.received if self.received else None
+
+    @property
+    def compared_rate(self) -> float | None:
+        return self.compared_solved / self.compared if self.compared else None
+
+    @property
+    def control_rate(self) -> float | None:
+        if not self.control or self.control_solved is None:
+            return None
+        return self.control_solved / self.control
 
 
 @attrs.frozen
@@ -92,6 +133,8 @@ class GenerationsSummary:
     holdout_task_ids: tuple[str, ...] = ()
     #: What could not be read (a damaged ``notes.json``): the figures stand without it.
     warnings: tuple[str, ...] = ()
+    #: Every note some scored attempt received, most received first.
+    notes: tuple[NoteEvidence, ...] = ()
 
 
 class AttemptStatus(enum.StrEnum):

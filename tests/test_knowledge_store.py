@@ -452,3 +452,47 @@ def test_a_resume_must_name_the_same_store(tmp_path: Path) -> None:
     done = ksi_cli(*demo_args(run, "--knowledge-db", str(tmp_path / "other.sqlite")))
     assert done.returncode == 2, done.stdout + done.stderr
     assert "knowledge_db" in done.stderr and "--knowledge-db" in done.stderr
+
+
+# -- show that it helps (issue 25 §4) ---------------------------------------------------------
+
+
+def test_report_and_view_set_each_notes_receivers_against_comparable_attempts(
+    demo_run: Path, tmp_path: Path
+) -> None:
+    report = json.loads(ksi_cli("report", str(demo_run), "--json").stdout)
+    generations = report["summary"]["generations"]
+    evidence = {e["note_id"]: e for e in generations["notes"]}
+    first = read_knowledge(demo_run, 1)
+    assert first is not None
+    hint = next(n for n in first.notes if n.task_id == "greet" and n.kind == "eval_output")
+    # Generation 2's three attempts received it and solved; generation 1's three, at the
+    # same tasks without it, did not.
+    assert evidence[hint.id] == {
+        "note_id": hint.id, "kind": "eval_output", "task_id": "greet",
+        "received": 3, "received_solved": 3, "compared": 3, "compared_solved": 0,
+        "control": None, "control_solved": None,
+    }  # fmt: skip
+    tasks = {t["task_id"]: t for t in generations["tasks"]}
+    assert hint.id in tasks["greet"]["notes_before_solve"]
+    assert tasks["version"]["notes_before_solve"] == [], "solved in generation 1, with no notes"
+
+    table = ksi_cli("report", str(demo_run))
+    assert "notes and solves (evidence, not proof):" in table.stdout
+    assert f"greet: first solved in generation 2, after notes {hint.id}" in table.stdout
+
+    control = tmp_path / "none"
+    run_demo(control, "--generations", "3", "--knowledge", "none")
+    against = json.loads(
+        ksi_cli("report", str(demo_run), "--json", "--control", str(control)).stdout
+    )
+    noted = {e["note_id"]: e for e in against["summary"]["generations"]["notes"]}
+    # The none arm's generation-2 attempts at the same three tasks: none solved.
+    assert (noted[hint.id]["control"], noted[hint.id]["control_solved"]) == (3, 0)
+    assert "none arm" in ksi_cli("report", str(demo_run), "--control", str(control)).stdout
+
+    page = tmp_path / "view.html"
+    assert ksi_cli("view", str(demo_run), "-o", str(page)).returncode == 0
+    html = page.read_text()
+    assert "Notes and solves" in html and "evidence, not proof" in html
+    assert f"<code>{hint.id}</code>" in html

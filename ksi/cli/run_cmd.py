@@ -515,6 +515,14 @@ def report_command(
     solved_threshold: Annotated[
         float | None, typer.Option(help="Override the run's solved threshold.")
     ] = None,
+    control: Annotated[
+        Path | None,
+        typer.Option(
+            metavar="RUN_DIR",
+            help="A run of the same tasks with --knowledge none: each note's receivers are "
+            "compared with its attempts too.",
+        ),
+    ] = None,
 ) -> None:
     """Print a run's summary again, from its journal alone (table, JSON, CSV or Markdown)."""
     # start-up: `ksi run --help` imports no runner
@@ -527,9 +535,9 @@ def report_command(
             raise UserInputError(f"--json and --format {fmt} ask for two formats; give one")
         fmt = "json"
     if fmt == "json":
-        echo_json(build_report(run_dir, solved_threshold=solved_threshold))
+        echo_json(build_report(run_dir, solved_threshold=solved_threshold, control=control))
         return
-    summary = summarize_run(run_dir, solved_threshold=solved_threshold)
+    summary = summarize_run(run_dir, solved_threshold=solved_threshold, control=control)
     if fmt == "table":
         _print_summary(summary)
         return

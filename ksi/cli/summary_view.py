@@ -267,6 +267,76 @@ def generation_lines(generations: GenerationsSummary) -> list[str]:
     return [printable(line) for line in lines]
 
 
+#: The notes ``ksi report`` lists (most received first; ``--json`` and the view have all).
+MAX_NOTE_ROWS = 10
+NOTE_HEADER = ("note", "kind", "task", "received", "solved", "rate", "compared", "solved", "rate")
+#: What the notes table is, said above it: figures that invite a causal reading.
+NOTES_TITLE = "Notes and solves (evidence, not proof)"
+
+
+def _rate(value: float | None) -> str:
+    return "-" if value is None else _pct(value)
+
+
+def note_header(generations: GenerationsSummary) -> list[str]:
+    with_control = any(e.control is not None for e in generations.notes)
+    return [*NOTE_HEADER, "none arm", "solved", "rate"] if with_control else list(NOTE_HEADER)
+
+
+def note_rows(generations: GenerationsSummary) -> list[list[str]]:
+    """The most received notes: their receivers' solves, and comparable attempts' without
+    (and the control run's, when one was given)."""
+    with_control = any(e.control is not None for e in generations.notes)
+    return [
+        [
+            printable(e.note_id),
+            printable(e.kind) or "?",
+            "all" if e.task_id is None else printable(e.task_id),
+            str(e.received),
+            str(e.received_solved),
+            _rate(e.received_rate),
+            str(e.compared),
+            str(e.compared_solved),
+            _rate(e.compared_rate),
+            *(
+                [str(e.control or 0), str(e.control_solved or 0), _rate(e.control_rate)]
+                if with_control
+                else []
+            ),
+        ]
+        for e in generations.notes[:MAX_NOTE_ROWS]
+    ]
+
+
+def note_lines(generations: GenerationsSummary) -> list[str]:
+    """How to read the notes table, and which notes preceded each task's first solve."""
+    more = len(generations.notes) - MAX_NOTE_ROWS
+    lines = [
+        "received: scored attempts given the note; compared: scored attempts at the same "
+        "tasks, in earlier generations, without it"
+        + (
+            "; none arm: the control run's at the same tasks and generations"
+            if any(e.control is not None for e in generations.notes)
+            else ""
+        )
+        + ". Attempts differ in more than their notes."
+    ]
+    if more > 0:
+        lines.append(f"... and {more} more notes (--json, ksi view)")
+    for t in generations.tasks:
+        if t.solved_generation is None or t.holdout:
+            continue
+        ids = t.notes_before_solve
+        shown = ", ".join(ids[:6]) + (f" (+{len(ids) - 6} more)" if len(ids) > 6 else "")
+        lines.append(
+            printable(
+                f"{t.task_id}: first solved in generation {t.solved_generation}, "
+                + (f"after notes {shown}" if ids else "with no notes")
+            )
+        )
+    return lines
+
+
 def print_summary(summary: RunSummary, *, rich_output: bool) -> None:
     _print_summary(summary, rich_output=rich_output)
     if summary.generations is not None:
@@ -277,6 +347,14 @@ def print_summary(summary: RunSummary, *, rich_output: bool) -> None:
             generation_lines(summary.generations),
             rich_output=rich_output,
         )
+        if summary.generations.notes:
+            _print_table(
+                NOTES_TITLE,
+                note_header(summary.generations),
+                note_rows(summary.generations),
+                note_lines(summary.generations),
+                rich_output=rich_output,
+            )
     # After the table, on stderr, so they are the last thing a user sees.
     for warning in summary.warnings:
         typer.echo(f"warning: {printable(warning)}", err=True)

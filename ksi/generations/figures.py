@@ -2,6 +2,12 @@
 
 "Solved" is :func:`ksi.models.is_solved` on scored attempts, as everywhere
 else; unscored attempts count for nothing here either.
+
+Beside them, what the notes did (:class:`~ksi.records.NoteEvidence`): per note,
+the scored attempts that received it against comparable ones that did not
+(the same tasks, earlier generations), and per task the notes its first
+solving attempt had received. Evidence, never proof: attempts differ in more
+than their notes.
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ksi.generations.phases import Phases
+from ksi.knowledge.models import Note
 from ksi.knowledge.store import KnowledgeUnreadable, read_knowledge
 from ksi.models import is_solved
 from ksi.records import (
@@ -19,6 +26,7 @@ from ksi.records import (
     AttemptStatus,
     GenerationsSummary,
     GenerationSummary,
+    NoteEvidence,
     TaskGenerations,
 )
 from ksi.rundir.journal import latest_by_attempt, spending_records
@@ -36,13 +44,14 @@ def summarize_generations(
     config: Mapping[str, Any],
     task_ids: Sequence[str],
     solved_threshold: float,
+    control: Sequence[AttemptRecord] | None = None,
 ) -> GenerationsSummary:
+    """The figures of a run of several generations; ``control``: the records of a control
+    run (the ``--knowledge none`` arm) each note's receivers are compared with too."""
     phases = Phases.read(run_dir)
     holdouts = tuple(t for t in config.get("holdout_task_ids") or () if t in set(task_ids))
     learning = [t for t in task_ids if t not in set(holdouts)]
-    latest = [
-        r for r in latest_by_attempt(list(records)).values() if r.status == AttemptStatus.SCORED
-    ]
+    latest = _scored(records)
     by_gen: dict[int, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     for rec in latest:
         assert rec.score is not None
@@ -67,6 +76,14 @@ def summarize_generations(
 
     gens = []
     unreadable: list[str] = []
+    read_notes: dict[str, Note] = {}
+    try:
+        seeded = read_knowledge(run_dir, 0)
+    except KnowledgeUnreadable as exc:
+        seeded = None
+        unreadable.append(str(exc))
+    if seeded is not None:
+        read_notes.update((n.id, n) for n in seeded.notes)
     for g in sorted(phases.started):
         event = phases.started[g]
         held = set(event.holdout_task_ids)
@@ -85,6 +102,8 @@ def summarize_generations(
                 knowledge = read_knowledge(run_dir, g)
             except KnowledgeUnreadable as exc:
                 unreadable.append(str(exc))
+        if knowledge is not None:
+            read_notes.update((n.id, n) for n in knowledge.notes)
         distill_cost = knowledge.usage.cost_usd if knowledge is not None else None
         gens.append(
             GenerationSummary(
@@ -106,6 +125,7 @@ def summarize_generations(
                 distilled=done is not None and not done.skipped,
             )
         )
+    before_solve = _notes_before_solve(latest, solved_threshold)
     tasks = tuple(
         TaskGenerations(
             task_id=t,
@@ -114,6 +134,7 @@ def summarize_generations(
             best_generation=best[t][1] if t in best else None,
             solved_generation=first_solved.get(t),
             generations_run=tuple(sorted(ran.get(t, ()))),
+            notes_before_solve=before_solve.get(t, ()),
         )
         for t in task_ids
     )
@@ -126,4 +147,84 @@ def summarize_generations(
         tasks=tasks,
         holdout_task_ids=holdouts,
         warnings=tuple(unreadable),
+        notes=note_evidence(
+            latest,
+            solved_threshold,
+            read_notes,
+            control=None if control is None else _scored(control),
+        ),
     )
+
+
+def _scored(records: Sequence[AttemptRecord]) -> list[AttemptRecord]:
+    return [
+        r for r in latest_by_attempt(list(records)).values() if r.status == AttemptStatus.SCORED
+    ]
+
+
+def _received(record: AttemptRecord) -> tuple[str, ...]:
+    return record.knowledge.note_ids if record.knowledge is not None else ()
+
+
+def _notes_before_solve(
+    scored: Sequence[AttemptRecord], threshold: float
+) -> dict[str, tuple[str, ...]]:
+    """Task -> the notes its first solving attempt (earliest generation, then number) got."""
+    first: dict[str, AttemptRecord] = {}
+    for rec in sorted(scored, key=lambda r: (r.generation, r.attempt)):
+        if rec.task_id not in first and is_solved(rec.score, threshold):
+            first[rec.task_id] = rec
+    return {t: _received(rec) for t, rec in first.items()}
+
+
+def note_evidence(
+    scored: Sequence[AttemptRecord],
+    threshold: float,
+    notes: Mapping[str, Note],
+    *,
+    control: Sequence[AttemptRecord] | None = None,
+) -> tuple[NoteEvidence, ...]:
+    """Per note some of ``scored`` received: its receivers' solves against comparable
+    attempts' (same task, an earlier generation than its last receiver there, without
+    it), and against the ``control`` run's attempts at the receivers' tasks and
+    generations. ``notes`` gives each note's kind and task where known."""
+    in_control: dict[tuple[str, int], list[bool]] = defaultdict(list)
+    for rec in control or ():
+        in_control[(rec.task_id, rec.generation)].append(is_solved(rec.score, threshold))
+    by_task: dict[str, list[tuple[int, frozenset[str], bool]]] = defaultdict(list)
+    receivers: dict[str, list[tuple[str, int, bool]]] = defaultdict(list)
+    for rec in scored:
+        got = frozenset(_received(rec))
+        solved = is_solved(rec.score, threshold)
+        by_task[rec.task_id].append((rec.generation, got, solved))
+        for note_id in got:
+            receivers[note_id].append((rec.task_id, rec.generation, solved))
+    out = []
+    for note_id, got_it in receivers.items():
+        last: dict[str, int] = {}
+        for task_id, generation, _ in got_it:
+            last[task_id] = max(last.get(task_id, 0), generation)
+        compared = [
+            solved
+            for task_id, until in last.items()
+            for generation, given, solved in by_task[task_id]
+            if generation < until and note_id not in given
+        ]
+        note = notes.get(note_id)
+        pairs = {(t, g) for t, g, _ in got_it}
+        control_solves = [s for pair in pairs for s in in_control.get(pair, ())]
+        out.append(
+            NoteEvidence(
+                note_id=note_id,
+                kind=note.kind if note is not None else "",
+                task_id=note.task_id if note is not None else None,
+                received=len(got_it),
+                received_solved=sum(1 for _, _, s in got_it if s),
+                compared=len(compared),
+                compared_solved=sum(compared),
+                control=None if control is None else len(control_solves),
+                control_solved=None if control is None else sum(control_solves),
+            )
+        )
+    out.sort(key=lambda e: (-e.received, e.note_id))
+    return tuple(out)

@@ -16,9 +16,11 @@ from ksi.rundir.run_state import load_run_state
 from ksi.serialization import to_data
 
 
-def build_report(run_dir: Path, *, solved_threshold: float | None = None) -> dict[str, Any]:
+def build_report(
+    run_dir: Path, *, solved_threshold: float | None = None, control: Path | None = None
+) -> dict[str, Any]:
     layout = RunLayout(Path(run_dir).resolve())
-    summary = summarize_run(layout.root, solved_threshold=solved_threshold)
+    summary = summarize_run(layout.root, solved_threshold=solved_threshold, control=control)
     state = load_run_state(layout)
     data = to_data(summary)
     records = data.pop("records")

@@ -155,16 +155,25 @@ def _skipped(record: AttemptRecord) -> int:
     return sum(record.skipped_counts.values()) or len(record.skipped_files)
 
 
+def _control_records(run_dir: Path) -> list[AttemptRecord]:
+    layout = RunLayout(Path(run_dir).resolve())
+    load_run_state(layout)  # a clear error when it is no run directory
+    return list(read_journal(layout.journal).records)
+
+
 def summarize_run(
     run_dir: Path,
     *,
     solved_threshold: float | None = None,
     journal: JournalContents | None = None,
+    control: Path | None = None,
 ) -> RunSummary:
     """The summary of a run directory, from its journal and run.json alone.
 
     ``journal``: the journal's contents when the caller holds them already
     (the driver that wrote it: :meth:`ksi.rundir.journal.Journal.current`).
+    ``control``: a run on the same tasks with ``--knowledge none``, whose attempts
+    each note's receivers are compared with (:class:`~ksi.records.NoteEvidence`).
     """
     layout = RunLayout(Path(run_dir).resolve())
     state = load_run_state(layout)
@@ -195,6 +204,7 @@ def summarize_run(
         config=config,
         task_ids=state.task_ids,
         solved_threshold=float(threshold),
+        control=None if control is None else _control_records(control),
     )
     return attrs.evolve(
         summary, generations=generations, warnings=(*summary.warnings, *generations.warnings)
