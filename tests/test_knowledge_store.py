@@ -489,7 +489,8 @@ def test_report_and_view_set_each_notes_receivers_against_comparable_attempts(
     noted = {e["note_id"]: e for e in against["summary"]["generations"]["notes"]}
     # The none arm's generation-2 attempts at the same three tasks: none solved.
     assert (noted[hint.id]["control"], noted[hint.id]["control_solved"]) == (3, 0)
-    assert "none arm" in ksi_cli("report", str(demo_run), "--control", str(control)).stdout
+    with_control = ksi_cli("report", str(demo_run), "--control", str(control)).stdout
+    assert "control: the control run's (--control) at the same tasks" in with_control
 
     page = tmp_path / "view.html"
     assert ksi_cli("view", str(demo_run), "-o", str(page)).returncode == 0

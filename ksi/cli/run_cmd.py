@@ -519,8 +519,8 @@ def report_command(
         Path | None,
         typer.Option(
             metavar="RUN_DIR",
-            help="A run of the same tasks with --knowledge none: each note's receivers are "
-            "compared with its attempts too.",
+            help="A run of the same tasks whose attempts did not get these notes (the "
+            "--knowledge none arm): each note's receivers are compared with them too.",
         ),
     ] = None,
 ) -> None:

@@ -280,7 +280,7 @@ def _rate(value: float | None) -> str:
 
 def note_header(generations: GenerationsSummary) -> list[str]:
     with_control = any(e.control is not None for e in generations.notes)
-    return [*NOTE_HEADER, "none arm", "solved", "rate"] if with_control else list(NOTE_HEADER)
+    return [*NOTE_HEADER, "control", "solved", "rate"] if with_control else list(NOTE_HEADER)
 
 
 def note_rows(generations: GenerationsSummary) -> list[list[str]]:
@@ -315,7 +315,7 @@ def note_lines(generations: GenerationsSummary) -> list[str]:
         "received: scored attempts given the note; compared: scored attempts at the same "
         "tasks, in earlier generations, without it"
         + (
-            "; none arm: the control run's at the same tasks and generations"
+            "; control: the control run's (--control) at the same tasks and generations"
             if any(e.control is not None for e in generations.notes)
             else ""
         )

@@ -72,13 +72,12 @@ def resolve_generation_setup(
 
 def check_store(path: Path) -> None:
     """Refuse a ``--knowledge-db`` KSI cannot use before anything is written: a
-    directory, a file that is no store, a store of a newer KSI."""
+    directory, a file that is no store, a store of a newer KSI. (A store that does
+    not exist yet is made, with its directory, when the run starts.)"""
     if path.is_dir():
         raise UserInputError(f"--knowledge-db {path}: a directory; name the store's file")
     if path.exists():
         KnowledgeDB.check(path)
-    elif not path.parent.is_dir():
-        raise UserInputError(f"--knowledge-db {path}: the directory {path.parent} does not exist")
 
 
 def _seed(config: RunConfig, run_dir: Path) -> Knowledge | None:
