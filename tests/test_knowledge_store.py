@@ -497,3 +497,36 @@ def test_report_and_view_set_each_notes_receivers_against_comparable_attempts(
     html = page.read_text()
     assert "Notes and solves" in html and "evidence, not proof" in html
     assert f"<code>{hint.id}</code>" in html
+
+
+def test_the_query_api_reads_a_store_opened_read_only_and_keeps_tasks_out(
+    demo_run: Path,
+) -> None:
+    """What a query tool serving an agent (an MCP server) calls: nothing it asks writes,
+    and the tasks it must not answer about (a run's hold-outs) stay out of every answer."""
+    from ksi.knowledge.db import StoreUnusable
+    from ksi.knowledge.queries import note_detail, search, task_history
+
+    store = demo_run / "knowledge.sqlite"
+    before = store.read_bytes()
+    with KnowledgeDB.open(store, readonly=True) as db:
+        with pytest.raises(StoreUnusable, match="read-only"), db.write():
+            pass
+        with pytest.raises(sqlite3.OperationalError, match="readonly"):
+            db.conn.execute("DELETE FROM notes")
+        assert {h.task_id for h in search(db, "AssertionError")} >= {"greet", "gateway-port"}
+        kept = search(db, "AssertionError", exclude_tasks=["greet"])
+        assert kept and "greet" not in {h.task_id for h in kept}
+        history = task_history(db, "greet")
+        assert [a.score for a in history.attempts] == [0.0, 1.0] and history.notes
+        assert task_history(db, "greet", exclude_tasks=["greet"]).attempts == ()
+        rid = run_id(demo_run)
+        note = next(h for h in search(db, "Howdy", kind="eval_output"))
+        assert note_detail(db, note.id) is not None
+        assert note_detail(db, note.id, exclude_tasks=["greet"]) is None
+        shared = next(h for h in search(db, "Solved", kind="score_history") if h.task_id is None)
+        detail = note_detail(db, shared.id, exclude_tasks=["greet"])
+        assert detail is not None and detail.receivers
+        assert "greet" not in {r.task_id for r in detail.receivers}
+        assert detail.run_id == rid
+    assert store.read_bytes() == before

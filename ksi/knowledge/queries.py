@@ -335,8 +335,17 @@ def _posts(
 _SEARCHES = {"note": _notes, "attempt": _attempts, "post": _posts}
 
 
-def note_detail(db: KnowledgeDB, note_id: str, *, run_id: str | None = None) -> NoteDetail | None:
-    """The note ``note_id`` (a global id, or, with ``run_id``, that run's own id)."""
+def note_detail(
+    db: KnowledgeDB,
+    note_id: str,
+    *,
+    run_id: str | None = None,
+    exclude_tasks: Iterable[str] = (),
+) -> NoteDetail | None:
+    """The note ``note_id`` (a global id, or, with ``run_id``, that run's own id); None
+    when there is none, or it is about an ``exclude_tasks`` task (whose receivers are
+    left out of any other note's too)."""
+    skip = set(exclude_tasks)
     row = db.conn.execute(
         f"""SELECT n.id, n.uid, n.run_id, n.local_id, n.generation, n.task_id, n.task_hash,
             n.kind, n.text, n.applies_when, n.attempts, n.replaces, n.distiller, n.model,
@@ -350,6 +359,8 @@ def note_detail(db: KnowledgeDB, note_id: str, *, run_id: str | None = None) -> 
         return None
     (rowid, uid, owner, local, gen, task, task_hash, kind, text, when, cites, replaces,
      distiller, model, created, superseded_by, status, run_dir) = row  # fmt: skip
+    if task in skip:
+        return None
     note = Note(
         id=local,
         kind=kind,
@@ -375,6 +386,7 @@ def note_detail(db: KnowledgeDB, note_id: str, *, run_id: str | None = None) -> 
             WHERE note = ? ORDER BY run_id, generation, attempt_id""",
             (rowid,),
         )
+        if t not in skip
     )
     supersedes = tuple(
         u for (u,) in db.conn.execute("SELECT uid FROM notes WHERE superseded_by = ?", (uid,))
@@ -406,10 +418,18 @@ def note_detail(db: KnowledgeDB, note_id: str, *, run_id: str | None = None) -> 
 
 
 def task_history(
-    db: KnowledgeDB, task_id: str, *, task_hash: str | None = None, limit: int = 200
+    db: KnowledgeDB,
+    task_id: str,
+    *,
+    task_hash: str | None = None,
+    limit: int = 200,
+    exclude_tasks: Iterable[str] = (),
 ) -> TaskHistory:
     """Every scored attempt at ``task_id`` (of that content hash, if given), newest run
-    last, and the notes about it that nothing superseded."""
+    last, and the notes about it that nothing superseded (nothing for an
+    ``exclude_tasks`` task)."""
+    if task_id in set(exclude_tasks):
+        return TaskHistory(task_id, (), ())
     where, args = "task_id = ?", [task_id]
     if task_hash is not None:
         where, args = where + " AND task_hash = ?", [*args, task_hash]
