@@ -33,6 +33,7 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 
 def _open(knowledge_db: Path | None, run_dir: Path | None) -> tuple[KnowledgeDB, str | None]:
     """The store to read (read-only), and the run whose own note ids are understood."""
+    # start-up: `ksi --help` and other commands import no store
     from ksi.errors import UserInputError
     from ksi.generations.run_store import open_run_store
     from ksi.knowledge.db import KnowledgeDB
@@ -46,6 +47,7 @@ def _open(knowledge_db: Path | None, run_dir: Path | None) -> tuple[KnowledgeDB,
 
 
 def _line(text: str) -> str:
+    # start-up: `ksi --help` and other commands import no store
     from ksi.text import printable
 
     return printable(" ".join(text.split()))
@@ -67,6 +69,7 @@ def search_command(
     as_json: JsonOption = False,
 ) -> None:
     """Full-text search (BM25) over the store's notes, attempts' evidence and posts."""
+    # start-up: `ksi --help` and other commands import no store
     from ksi.cli.common import echo_json
     from ksi.knowledge.queries import search
     from ksi.serialization import to_data
@@ -100,6 +103,7 @@ def show_command(
 ) -> None:
     """One note: its text, where it comes from, what it cites, who received it and how
     they scored."""
+    # start-up: `ksi --help` and other commands import no store
     from ksi.cli.common import echo_json
     from ksi.errors import UserInputError
     from ksi.knowledge.queries import note_detail
@@ -162,6 +166,7 @@ def stats_command(
     as_json: JsonOption = False,
 ) -> None:
     """What the store holds: runs, attempts, notes by kind and status, its size."""
+    # start-up: `ksi --help` and other commands import no store
     from ksi.cli.common import echo_json
     from ksi.knowledge.queries import stats
     from ksi.serialization import to_data
