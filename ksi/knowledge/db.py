@@ -39,7 +39,7 @@ from typing import Any
 
 import attrs
 
-from ksi.errors import UserInputError
+from ksi.errors import RunError, UserInputError
 from ksi.knowledge.models import (
     DEMOTE_AFTER,
     AttemptEvidence,
@@ -198,6 +198,10 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
 
 class StoreUnusable(UserInputError):
     """A knowledge store that cannot be opened: not SQLite, made by a newer KSI, no FTS5."""
+
+
+class StoreBusy(RunError):
+    """Another process held the store's write lock past the busy timeout."""
 
 
 @attrs.frozen
@@ -398,7 +402,13 @@ class KnowledgeDB:
         """
         if self.readonly:
             raise StoreUnusable(f"{self.path}: opened read-only")
-        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            self.conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            raise StoreBusy(
+                f"{self.path}: could not write ({exc}) for {BUSY_TIMEOUT_SEC:.0f} s; another "
+                "process holds the store's write lock. The run can be resumed once it is free"
+            ) from exc
         try:
             yield self.conn
         except BaseException:

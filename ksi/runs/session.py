@@ -24,6 +24,7 @@ from ksi.attempt.job import AttemptJob, JobOutcome
 from ksi.generations.run_store import RunStore
 from ksi.generations.setup import distillation_spend, grow_progress
 from ksi.generations.steps import PlannedAttempt
+from ksi.knowledge.db import StoreBusy
 from ksi.knowledge.render import IndexedNotes
 from ksi.layout import RunLayout, clear_attempt_dir
 from ksi.plugins import ObserverHook, get_plugins
@@ -177,7 +178,7 @@ class RunSession:
             raise
         try:
             self.store.record(record)
-        except sqlite3.Error as exc:
+        except (sqlite3.Error, StoreBusy) as exc:
             # The journal holds the attempt: the store gets it before the next distillation.
             note = f"knowledge store {self.store.path}: could not record an attempt ({exc})"
             if note not in self.warnings:
