@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ksi.choices import KnowledgeMode
 from ksi.errors import DistillationFailed
 from ksi.generations.phases import PhaseEvent, Phases, append_phase
 from ksi.generations.run_store import FROM_STORE, RunStore
@@ -166,7 +167,7 @@ class GenerationLoop:
         """Generation 0, once: the seed bundle's notes and, for a run that has not started,
         what earlier runs in the store learnt about its tasks."""
         root, store = self._root, self._store
-        if self._config.knowledge == "none" or (root / "knowledge" / "0").exists():
+        if self._config.knowledge == KnowledgeMode.NONE or (root / "knowledge" / "0").exists():
             return
         stored = store.stored(0)
         if stored is None:

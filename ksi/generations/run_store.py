@@ -18,13 +18,14 @@ from pathlib import Path
 
 import attrs
 
+from ksi.choices import KnowledgeEvalOutput
 from ksi.generations.evidence import attempt_evidence, scored
 from ksi.knowledge.db import DB_FILE, KnowledgeDB, Receipt, StoredAttempt
 from ksi.knowledge.models import Knowledge, Note
 from ksi.knowledge.store import read_knowledge, stored_generations
 from ksi.layout import RunLayout
 from ksi.models import is_solved
-from ksi.records import AttemptRecord, now
+from ksi.records import AttemptRecord, AttemptStatus, now
 from ksi.rundir.config import RunConfig
 from ksi.rundir.journal import read_records
 from ksi.rundir.run_state import load_run_state
@@ -79,7 +80,7 @@ class RunStore:
     # -- attempts -----------------------------------------------------------------------
     def _learns_from(self, record: AttemptRecord) -> bool:
         return (
-            record.status == "scored"
+            record.status == AttemptStatus.SCORED
             and record.score is not None
             and (record.task_id not in self._holdouts)
         )
@@ -95,7 +96,7 @@ class RunStore:
                 self._run_dir,
                 solved_threshold=cfg.solved_threshold,
                 budget_bytes=cfg.knowledge_budget_bytes,
-                eval_output=cfg.knowledge_eval_output == "tail",
+                eval_output=cfg.knowledge_eval_output == KnowledgeEvalOutput.TAIL,
                 with_diff=True,
             ),
             agent=record.agent,
