@@ -530,3 +530,22 @@ def test_the_query_api_reads_a_store_opened_read_only_and_keeps_tasks_out(
         assert "greet" not in {r.task_id for r in detail.receivers}
         assert detail.run_id == rid
     assert store.read_bytes() == before
+
+
+def test_an_agent_distiller_says_which_notes_its_notes_replace(tmp_path: Path) -> None:
+    write_notes = Path(__file__).parent / "fixtures" / "generations" / "write_notes.py"
+    run = tmp_path / "run"
+    run_demo(run, "--generations", "2", "--distiller", "agent",
+             "--distiller-option", "agent=command",
+             "--distiller-option", f"cmd=python3 {write_notes} replace",
+             "--distiller-option", "with_evidence=false")  # fmt: skip
+    first, second = read_knowledge(run, 1), read_knowledge(run, 2)
+    assert first is not None and second is not None and second.distiller == "agent"
+    for note in second.notes:
+        old = [n.id for n in first.notes if n.task_id == note.task_id and n.kind == "insight"]
+        assert note.replaces == tuple(old), "made-up ids are dropped"
+        for old_id in old:
+            shown = ksi_cli("knowledge", "show", old_id, "--run-dir", str(run), "--json")
+            detail = json.loads(shown.stdout)
+            assert detail["status"] == "superseded"
+            assert detail["superseded_by"] == f"{run_id(run)}-{note.id}"

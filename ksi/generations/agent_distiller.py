@@ -51,9 +51,10 @@ best attempt's diff) and the score history, plus the notes written so far
 Write `repo/notes.json`: {{"notes": [...]}}, each note {{"kind": one of {kinds},
 "text": what the next agent should know, "task_id": the task it is about or null for
 every task, "applies_when": when it applies ("" for always), "evidence": [the
-attempt ids (the "attempt_id" values) the note rests on]}}. Prefer concrete,
-checkable notes: what the tests expect, what failed and why, what to check first.
-Write at most {max_notes} notes.
+attempt ids (the "attempt_id" values) the note rests on], "replaces": [the ids of
+notes in `previous_notes` it supersedes, on the same point; [] for none]}}. Prefer
+concrete, checkable notes: what the tests expect, what failed and why, what to check
+first. Write at most {max_notes} notes.
 """
 
 
@@ -86,6 +87,8 @@ class DraftNote:
     evidence: tuple[str, ...]
     task_id: str | None = None
     applies_when: str = ""
+    #: Ids of earlier notes (the request's ``previous``) this one supersedes.
+    replaces: tuple[str, ...] = ()
 
 
 @attrs.frozen
@@ -112,6 +115,7 @@ SCHEMA = {
                     "task_id": {"type": ["string", "null"]},
                     "applies_when": {"type": "string"},
                     "evidence": {"type": "array", "items": {"type": "string"}},
+                    "replaces": {"type": "array", "items": {"type": "string"}},
                 },
             },
         }
@@ -147,6 +151,7 @@ def notes_from_data(
 ) -> tuple[list[Note], int]:
     """Notes from an answer already parsed as JSON (:data:`SCHEMA`'s shape), and how
     many were dropped: citing no attempt of the evidence, or about an unknown task.
+    A note's ``replaces`` keeps only ids of the request's earlier notes.
 
     ``for_task`` makes every note about that task, whatever the answer says (a
     distiller that asked about one task); ``id_prefix`` (default ``g<g>-a``) keeps
@@ -163,6 +168,7 @@ def notes_from_data(
         )
         raise DistillationFailed(f"{source} does not follow {schema_name}: {details}") from exc
     known = {a for t in request.evidence for _, a, _ in t.score_history}
+    earlier = {n.id for n in request.previous.notes} if request.previous is not None else set()
     tasks = {t.task_id for t in request.evidence}
     prefix = id_prefix if id_prefix is not None else f"g{request.generation}-a"
     notes: list[Note] = []
@@ -182,6 +188,7 @@ def notes_from_data(
                 applies_when=draft.applies_when,
                 attempts=cited,
                 generation=request.generation,
+                replaces=tuple(i for i in draft.replaces if i in earlier),
             )
         )
     return notes, dropped

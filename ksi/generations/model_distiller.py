@@ -90,8 +90,10 @@ You review what coding agents did on programming tasks, to help the next attempt
 Each attempt was graded by the task's tests (score 0..1; 1 solves the task). Write notes
 the next agent can act on: what the tests expect, what failed and why, what to check first,
 what not to try again. Be concrete and checkable; never invent what the evidence does not
-show. Every note cites the attempt ids ("attempt_id" values) it rests on. Answer with the
-notes object only: {"notes": [{"kind", "text", "task_id", "applies_when", "evidence"}]}."""
+show. Every note cites the attempt ids ("attempt_id" values) it rests on, and names in
+"replaces" the ids of earlier notes it supersedes ([] for none). Answer with the notes
+object only: {"notes": [{"kind", "text", "task_id", "applies_when", "evidence",
+"replaces"}]}."""
 
 TASK_PROMPT = """\
 Task {task_id}. Below, as JSON: its prompt, this generation's graded attempts (best first:
@@ -100,7 +102,8 @@ best attempt's diff) and the score history, then the notes the attempts were giv
 
 Write at most {max_notes} notes about this task: "kind" one of {kinds}; "text" what the next
 agent should know; "task_id" "{task_id}"; "applies_when" when it applies ("" for always);
-"evidence" the attempt ids it rests on.
+"evidence" the attempt ids it rests on; "replaces" the ids of notes so far that a new note
+supersedes on the same point ([] for none).
 
 {evidence}"""
 
@@ -499,7 +502,7 @@ class ModelDistiller:
 
     def _task_call(self, task: TaskEvidence, request: DistillRequest) -> Call:
         previous = [
-            {"kind": n.kind, "text": n.text, "applies_when": n.applies_when}
+            {"id": n.id, "kind": n.kind, "text": n.text, "applies_when": n.applies_when}
             for n in (request.previous.notes if request.previous else ())
             if n.task_id == task.task_id and n.kind in INSIGHT_KINDS
         ]
