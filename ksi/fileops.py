@@ -87,14 +87,19 @@ def write_json_atomic(
     A failure (a full disk...) leaves the old file as it was and no
     temporary file behind.
     """
+    # dumps, not dump: only a one-shot encode uses the C encoder
+    text = json.dumps(data, indent=indent, ensure_ascii=False, default=str)
+    write_text_atomic(path, text + "\n", durable=durable, parents=parents)
+
+
+def write_text_atomic(path: Path, text: str, *, durable: bool = True, parents: bool = True) -> None:
+    """Write ``text`` (UTF-8) as :func:`write_json_atomic` writes JSON: all or nothing."""
     if parents:
         path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            # dumps, not dump: only a one-shot encode uses the C encoder
-            fh.write(json.dumps(data, indent=indent, ensure_ascii=False, default=str))
-            fh.write("\n")
+            fh.write(text)
             fh.flush()
             if durable:
                 os.fsync(fh.fileno())
