@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     # run_job, which uses these protocols: naming it here would be a circle).
     from ksi.attempt.job import AttemptJob, JobOutcome
     from ksi.knowledge.models import DistillRequest, DistillResult, PlanRequest
+    from ksi.trajectories.models import Trajectory
 
 #: How a process started by an environment ended: the one process-result type
 #: (:class:`ksi.proc.ProcResult`), under the name environment and agent plugins use.
@@ -347,6 +348,18 @@ class Agent(Protocol):
         """Classify the run and read usage from the agent's logs."""
         ...
 
+    def trajectory(self, ctx: AgentContext, result: ExecResult | None) -> Trajectory | None:
+        """Optional: what the agent did, step by step, read from its logs; ``None``: unknown.
+
+        Asked after :meth:`outcome`, with the same arguments. KSI sets the
+        totals to the outcome's usage, bounds it and writes it as the
+        attempt's ``trajectory.json`` (ATIF); build it with
+        :class:`ksi.trajectories.TrajectoryBuilder`. A plugin that raises
+        here costs the trajectory its steps (the file then holds the prompt
+        and the error), never the attempt.
+        """
+        ...
+
     def missing_credentials(self, env: Mapping[str, str]) -> list[str]:
         """What keeps the agent from authenticating ("one of these keys, or a login file").
 
@@ -580,6 +593,10 @@ class AgentBase(_Listed):
     def optional_env_for(self, host_env: Mapping[str, str], model: str | None) -> tuple[str, ...]:
         """The whole :attr:`optional_env`, whatever the host and model."""
         return tuple(self.optional_env)
+
+    def trajectory(self, ctx: AgentContext, result: ExecResult | None) -> Trajectory | None:
+        """None: the agent's logs say nothing KSI can read step by step."""
+        return None
 
 
 class EnvironmentBase(_Listed):

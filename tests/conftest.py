@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from atif_validator import HarborValidator, harbor_venv
 
 from ksi.plugins import reset_plugins
 
@@ -30,3 +31,15 @@ def _fresh_plugins(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     reset_plugins()
     yield
     reset_plugins()
+
+
+@pytest.fixture(scope="session")
+def harbor_venv_dir() -> Path:
+    """A venv with the ``harbor`` package (made once, kept): see ``tests/atif_validator.py``."""
+    return harbor_venv()
+
+
+@pytest.fixture
+def harbor(harbor_venv_dir: Path) -> HarborValidator:
+    """Harbor's ATIF validator: ``harbor.check(path, ...)`` fails the test on an invalid file."""
+    return HarborValidator(harbor_venv_dir)

@@ -63,12 +63,13 @@ def _normalized(run_dir: Path) -> list[dict[str, Any]]:
 
 
 def _files(run_dir: Path) -> dict[str, str]:
-    """Every file an attempt left (record.json normalized like the journal)."""
+    """Every file an attempt left (record.json normalized like the journal; the run
+    directory, which trajectory.json names as the agent's workspace, as ``RUN``)."""
     found = {}
     for path in sorted((run_dir / "attempts").rglob("*")):
         if not path.is_file() or path.name == "record.json":
             continue
-        text = path.read_text(errors="replace")
+        text = path.read_text(errors="replace").replace(str(run_dir.resolve()), "RUN")
         found[str(path.relative_to(run_dir))] = re.sub(r"\d+\.\d+s", "Ns", text)
     return found
 

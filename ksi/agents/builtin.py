@@ -20,6 +20,8 @@ from ksi.interfaces import AgentBase, AgentContext, AgentOutcome, Endpoint, Exec
 from ksi.models import AgentStatus, TaskSpec
 from ksi.proc import read_tail
 from ksi.relpaths import clean_relative_path
+from ksi.trajectories import Trajectory, TrajectoryBuilder
+from ksi.trajectories.writer import DEFAULT_LIMITS, read_log
 
 #: Where ``command`` writes the prompt, relative to the workspace (outside repo/, never captured).
 PROMPT_FILE = ".ksi/prompt.md"
@@ -84,6 +86,40 @@ def outcome_from_exit(result: ExecResult | None) -> AgentOutcome:
         final_message=final,
         error=how + (f"; stderr ends with: {stderr}" if stderr else ""),
     )
+
+
+def command_trajectory(
+    agent: str, ctx: AgentContext, result: ExecResult | None, command: str, *, before: str = ""
+) -> Trajectory | None:
+    """One step for a run of one shell command: the command, and its output and exit code.
+
+    KSI knows nothing of what happened inside the command (a CLI wrapped in
+    ``command`` may have made many model calls); the trajectory's notes say so.
+    """
+    if result is None:
+        return None
+    b = TrajectoryBuilder(agent, prompt=ctx.prompt, model=ctx.model, workspace=ctx.workspace_path)
+    if before:
+        b.system(before)
+    b.agent_step()
+    call = b.call("command", "shell", {"command": command})
+    if result.spawn_error is not None:
+        b.result(call, f"could not run: {result.spawn_error}", failed=True)
+    else:
+        # Both within one text's limit: stderr (the error, usually) gets a quarter of it.
+        stderr = read_log(result.stderr_path, DEFAULT_LIMITS.text_bytes // 4)
+        output = read_log(result.stdout_path, DEFAULT_LIMITS.text_bytes - len(stderr) - 64)
+        if stderr.strip():
+            output = f"{output}\n[stderr]\n{stderr}" if output.strip() else stderr
+        timed_out = "timed out" if result.timed_out else None
+        b.result(call, output, exit_code=result.exit_code, failed=True if timed_out else None)
+        if timed_out:
+            b.note(f"The command timed out after {result.duration_sec:.0f}s and was killed.")
+    b.note(
+        f"The {agent} agent's run is one step: the command it ran and what it printed "
+        "(stdout, then stderr); what happened inside the command is not known to KSI."
+    )
+    return b.build()
 
 
 def _need_cmd(instance: Any, attribute: Any, value: str | None) -> None:
@@ -165,6 +201,10 @@ class CommandAgent(AgentBase):
     def outcome(self, ctx: AgentContext, result: ExecResult | None) -> AgentOutcome:
         return outcome_from_exit(result)
 
+    def trajectory(self, ctx: AgentContext, result: ExecResult | None) -> Trajectory | None:
+        """One step: ``cmd`` and its output."""
+        return command_trajectory(self.name, ctx, result, str(self.cmd))
+
 
 def _solution(task: TaskSpec) -> tuple[Mapping[str, str] | None, str | None]:
     if task.solution is None:
@@ -239,6 +279,18 @@ class OracleAgent(AgentBase):
 
     def outcome(self, ctx: AgentContext, result: ExecResult | None) -> AgentOutcome:
         return outcome_from_exit(result)
+
+    def trajectory(self, ctx: AgentContext, result: ExecResult | None) -> Trajectory | None:
+        """One step: ``solution.command`` and its output (after the files it wrote)."""
+        files, command = _solution(ctx.task)
+        if not command:
+            return None
+        wrote = (
+            "oracle wrote the task's solution files into repo/: " + ", ".join(sorted(files))
+            if files
+            else ""
+        )
+        return command_trajectory(self.name, ctx, result, command, before=wrote)
 
 
 def _write_text(path: Path, content: str) -> None:

@@ -6,7 +6,10 @@ timeout and log cap, its output going to ``agent.stdout.log`` and
 feedback round's). What it did is read back by the agent plugin
 (:meth:`~ksi.interfaces.Agent.outcome`): status, usage, final message. Tokens
 the agent reported without a cost are priced here (:func:`ksi.pricing.priced`,
-with the attempt's model), so ``--max-cost`` sees every agent's spend.
+with the attempt's model), so ``--max-cost`` sees every agent's spend. What it
+did step by step (:meth:`~ksi.interfaces.Agent.trajectory`) is kept as
+``trajectory.json`` beside the logs (:mod:`ksi.attempt.trajectory`), its
+totals the priced usage.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from ksi.attempt.cancel import Cancelled, CancelToken
 from ksi.attempt.clock import AttemptClock
 from ksi.attempt.components import component_name
 from ksi.attempt.job import AttemptJob
+from ksi.attempt.trajectory import keep_trajectory
 from ksi.interfaces import Agent, AgentContext, AgentOutcome, EnvironmentHandle, ExecResult
 from ksi.pricing import priced
 from ksi.tasks.prompts import agent_prompt
@@ -78,7 +82,8 @@ class AgentRunner:
         outcome = agent.outcome(ctx, result)
         # Each agent process is priced on its own (feedback rounds add up after).
         outcome = attrs.evolve(outcome, usage=priced(outcome.usage, ctx.model))
-        self.clock.add_time("agent", t)
         if self.token.cancelled:
             raise Cancelled("the agent was killed by the run's teardown")
+        keep_trajectory(agent, ctx, result, outcome)
+        self.clock.add_time("agent", t)
         return outcome, result
