@@ -44,6 +44,8 @@ HELLO_TASK = {
 }
 #: The shell command the mock's tool call runs (the agent's cwd is the workspace, repo/ inside).
 WRITE_HELLO = "printf 'hello\\n' > repo/hello.txt"
+#: The same, printing the file after: an output the trajectory must show.
+WRITE_AND_SHOW_HELLO = WRITE_HELLO + " && cat repo/hello.txt"
 
 
 def cli_bin_dir(agent: str) -> Path:
@@ -126,6 +128,13 @@ class MockRun:
     def attempt_file(self, name: str) -> Path:
         return self.run_dir / self.record["attempt_dir"] / name
 
+    def trajectory(self) -> dict[str, Any]:
+        """The attempt's ``trajectory.json`` (ATIF) as written."""
+        path = self.attempt_file("trajectory.json")
+        assert path.is_file(), f"no trajectory.json: {self.describe()}"
+        doc: dict[str, Any] = json.loads(path.read_text())
+        return doc
+
     def describe(self) -> str:
         """Everything worth seeing when an assertion fails."""
         parts = [f"exit {self.proc.returncode}", "stdout:", self.proc.stdout[-3000:]]
@@ -140,6 +149,59 @@ class MockRun:
             f"mock served {len(self.served)} calls: {[type(s.step).__name__ for s in self.served]}"
         )
         return "\n".join(parts)
+
+
+def _atif_tokens(metrics: Mapping[str, Any], prefix: str = "") -> tuple[int, int, int, int]:
+    """(uncached input, output, cache read, cache write) from ATIF metrics (KSI's meaning)."""
+    written = (metrics.get("extra") or {}).get("cache_write_tokens", 0)
+    cached = metrics.get(f"{prefix}cached_tokens", 0)
+    return (
+        metrics.get(f"{prefix}prompt_tokens", 0) - cached - written,
+        metrics.get(f"{prefix}completion_tokens", 0),
+        cached,
+        written,
+    )
+
+
+def check_trajectory(
+    run: MockRun,
+    harbor: Any,
+    *,
+    call: tuple[str, Mapping[str, Any]] | None,
+    output: str,
+) -> dict[str, Any]:
+    """The attempt's trajectory, checked against what the mock scripted and what KSI journalled.
+
+    Harbor's validator accepts it; step 1 is the prompt; the scripted tool ``call``
+    (name, arguments) is an agent step's call, with ``output`` in the result that
+    answers it (``call=None``: in a result of any step, for a CLI without tool
+    calls); the steps' usage adds up to the record's, and so do the final metrics.
+    """
+    harbor.check(run.attempt_file("trajectory.json"))
+    doc = run.trajectory()
+    steps = doc["steps"]
+    assert steps[0]["source"] == "user" and "hello.txt" in steps[0]["message"]
+    results = [r for s in steps for r in (s.get("observation") or {}).get("results", [])]
+    if call is not None:
+        name, arguments = call
+        calls = [c for s in steps for c in s.get("tool_calls", [])]
+        found = [c for c in calls if c["function_name"] == name and c["arguments"] == arguments]
+        assert found, f"no {name}{arguments} among {calls}"
+        results = [r for r in results if r.get("source_call_id") == found[0]["tool_call_id"]]
+    assert any(output in r.get("content", "") for r in results), (output, results)
+    usage = run.record["usage"]
+    want = (
+        usage["input_tokens"],
+        usage["output_tokens"],
+        usage["cache_read_tokens"],
+        usage["cache_write_tokens"],
+    )
+    per_step = [_atif_tokens(s["metrics"]) for s in steps if "metrics" in s]
+    assert per_step, "no step carries usage"
+    assert tuple(map(sum, zip(*per_step, strict=True))) == want
+    assert _atif_tokens(doc["final_metrics"], "total_") == want
+    assert doc["final_metrics"].get("total_cost_usd") == usage["cost_usd"]
+    return doc
 
 
 def ksi_run_with_mock(

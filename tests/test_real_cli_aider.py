@@ -15,8 +15,9 @@ import re
 from pathlib import Path
 
 import pytest
+from atif_validator import HarborValidator
 from mockmodel import UNAUTHORIZED, Answer, Hang, MockUsage
-from real_agents import ksi_run_with_mock
+from real_agents import check_trajectory, ksi_run_with_mock
 
 pytestmark = pytest.mark.real_cli
 
@@ -41,7 +42,9 @@ def _metadata(tmp_path: Path) -> str:
     return f"extra_args=--model-metadata-file {path}"
 
 
-def test_solves_with_usage_cost_and_turns_as_served(tmp_path: Path) -> None:
+def test_solves_with_usage_cost_and_turns_as_served(
+    tmp_path: Path, harbor: HarborValidator
+) -> None:
     run = ksi_run_with_mock(
         tmp_path,
         agent="aider",
@@ -65,6 +68,14 @@ def test_solves_with_usage_cost_and_turns_as_served(tmp_path: Path) -> None:
     assert rec["final_message"] == "I will create the file.\nrepo/hello.txt\n```\nhello\n```"
     auth = {r.headers.get("authorization") for r in run.requests if r.method == "POST"}
     assert auth == {"Bearer sk-mock-aider"}
+    # The trajectory (Aider's chat history): the reply, the edit it applied, the usage; no
+    # tool calls, which the notes say rather than inventing them.
+    doc = check_trajectory(run, harbor, call=None, output="Applied edit to repo/hello.txt")
+    [reply] = [s for s in doc["steps"] if s["source"] == "agent"]
+    assert reply["message"] == REPLY.strip() and "tool_calls" not in reply
+    assert reply["metrics"]["cost_usd"] == usage["cost_usd"]
+    assert "Aider has no tool calls" in doc["notes"]
+    assert run.attempt_file("aider.chat.history.md").is_file()
 
 
 def test_solves_in_the_sandbox(tmp_path: Path) -> None:

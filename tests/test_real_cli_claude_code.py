@@ -16,11 +16,14 @@ import sys
 from pathlib import Path
 
 import pytest
+from atif_validator import HarborValidator
 from mockmodel import RATE_LIMITED, UNAUTHORIZED, Answer, Hang, HttpError, MockUsage, ToolCall
 from real_agents import (
     HELLO_TASK,
+    WRITE_AND_SHOW_HELLO,
     WRITE_HELLO,
     MockRun,
+    check_trajectory,
     cli_bin_dir,
     free_port,
     ksi_run_with_mock,
@@ -36,8 +39,8 @@ KEY = {"ANTHROPIC_API_KEY": "sk-ant-mock-key"}
 MODEL = "claude-sonnet-4-5"
 
 
-def write_hello(usage: MockUsage) -> ToolCall:
-    return ToolCall("Bash", {"command": WRITE_HELLO, "description": "Create hello.txt"}, usage)
+def write_hello(usage: MockUsage, command: str = WRITE_HELLO) -> ToolCall:
+    return ToolCall("Bash", {"command": command, "description": "Create hello.txt"}, usage)
 
 
 def result_event(run: MockRun) -> dict[str, object]:
@@ -62,16 +65,17 @@ def result_event(run: MockRun) -> dict[str, object]:
     ],
 )
 def test_solves_a_one_file_task_with_the_usage_the_mock_served(
-    tmp_path: Path, environment: str
+    tmp_path: Path, environment: str, harbor: HarborValidator
 ) -> None:
     first, second = MockUsage(1200, 45, 3000, 400), MockUsage(1500, 30, 4200, 0)
+    call = write_hello(first, WRITE_AND_SHOW_HELLO)
     run = ksi_run_with_mock(
         tmp_path,
         agent=AGENT,
         env=KEY,
         model=MODEL,
         environment=environment,
-        script=[write_hello(first), Answer("Created hello.txt with hello.", second)],
+        script=[call, Answer("Created hello.txt with hello.", second)],
     )
     assert run.proc.returncode == 0, run.describe()
     rec = run.record
@@ -92,6 +96,12 @@ def test_solves_a_one_file_task_with_the_usage_the_mock_served(
     # The CLI used the key it was given, against the mock, for the model asked for.
     assert {r.headers.get("x-api-key") for r in run.requests} == {"sk-ant-mock-key"}
     assert {s.request.body["model"] for s in run.served} == {MODEL}
+    # The trajectory: the scripted Bash call with its arguments and output, the usage as served.
+    doc = check_trajectory(run, harbor, call=(call.name, call.arguments), output="hello")
+    tested = tested_versions.tested_cli(AGENT)
+    assert tested is not None and doc["agent"]["version"] == tested.version
+    assert [s["source"] for s in doc["steps"]] == ["user", "agent", "agent"]
+    assert doc["steps"][-1]["message"] == "Created hello.txt with hello."
 
 
 def test_bad_key_is_an_auth_error_that_stops_the_run(tmp_path: Path) -> None:

@@ -10,20 +10,23 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from atif_validator import HarborValidator
 from mockmodel import RATE_LIMITED, UNAUTHORIZED, Answer, Hang, MockUsage, ToolCall
-from real_agents import WRITE_HELLO, ksi_run_with_mock
+from real_agents import WRITE_AND_SHOW_HELLO, check_trajectory, ksi_run_with_mock
 
 pytestmark = pytest.mark.real_cli
 
 KEY = {"CODEX_API_KEY": "sk-mock-codex"}
 SOLVE = (
-    ToolCall("exec_command", {"cmd": WRITE_HELLO}, MockUsage(120, 15, 800, 40)),
+    ToolCall("exec_command", {"cmd": WRITE_AND_SHOW_HELLO}, MockUsage(120, 15, 800, 40)),
     Answer("Created hello.txt containing hello.", MockUsage(60, 25, 900, 0)),
 )
 
 
 @pytest.mark.parametrize("environment", ["local", "sandbox"])
-def test_solves_with_usage_and_turns_as_served(tmp_path: Path, environment: str) -> None:
+def test_solves_with_usage_and_turns_as_served(
+    tmp_path: Path, environment: str, harbor: HarborValidator
+) -> None:
     run = ksi_run_with_mock(
         tmp_path,
         agent="codex",
@@ -48,6 +51,10 @@ def test_solves_with_usage_and_turns_as_served(tmp_path: Path, environment: str)
     assert {r.headers.get("authorization") for r in model_calls} == {"Bearer sk-mock-codex"}
     assert all(r.method == "POST" for r in run.requests), "no WebSocket attempts at a base_url"
     assert (run.attempt_file("codex.rollout.jsonl")).is_file()
+    # The trajectory (from the session log): the scripted call, its output and exit code.
+    doc = check_trajectory(run, harbor, call=(SOLVE[0].name, SOLVE[0].arguments), output="hello")
+    [result] = [s["observation"]["results"][0] for s in doc["steps"] if "observation" in s]
+    assert result["extra"]["exit_code"] == 0
 
 
 def test_openai_api_key_alone_is_refused_before_any_attempt(tmp_path: Path) -> None:

@@ -12,8 +12,15 @@ import shutil
 from pathlib import Path
 
 import pytest
+from atif_validator import HarborValidator
 from mockmodel import RATE_LIMITED, Answer, Hang, HttpError, MockUsage, ToolCall
-from real_agents import HELLO_TASK, WRITE_HELLO, ksi_run_with_mock
+from real_agents import (
+    HELLO_TASK,
+    WRITE_AND_SHOW_HELLO,
+    WRITE_HELLO,
+    check_trajectory,
+    ksi_run_with_mock,
+)
 
 from tests.run_helpers import table_price
 
@@ -24,8 +31,8 @@ KEY = {"GEMINI_API_KEY": "gm-mock-key"}
 MODEL = "gemini-2.5-pro"
 
 
-def write_hello(usage: MockUsage) -> ToolCall:
-    return ToolCall("run_shell_command", {"command": WRITE_HELLO}, usage)
+def write_hello(usage: MockUsage, command: str = WRITE_HELLO) -> ToolCall:
+    return ToolCall("run_shell_command", {"command": command}, usage)
 
 
 @pytest.mark.parametrize(
@@ -42,8 +49,9 @@ def write_hello(usage: MockUsage) -> ToolCall:
     ],
 )
 def test_solves_a_one_file_task_with_the_usage_the_mock_served(
-    tmp_path: Path, environment: str
+    tmp_path: Path, environment: str, harbor: HarborValidator
 ) -> None:
+    call = write_hello(MockUsage(1100, 40, 2000), WRITE_AND_SHOW_HELLO)
     run = ksi_run_with_mock(
         tmp_path,
         agent=AGENT,
@@ -51,7 +59,7 @@ def test_solves_a_one_file_task_with_the_usage_the_mock_served(
         model=MODEL,
         environment=environment,
         script=[
-            write_hello(MockUsage(1100, 40, 2000)),
+            call,
             Answer("hello.txt is in place.", MockUsage(1300, 20, 0)),
         ],
     )
@@ -74,6 +82,11 @@ def test_solves_a_one_file_task_with_the_usage_the_mock_served(
     assert {s.request.path for s in run.served} == {f"/v1beta/models/{MODEL}:streamGenerateContent"}
     # The settings KSI wrote for base_url stay in the workspace's .ksi/, out of the diff.
     assert "gemini-home" not in run.attempt_file("diff.patch").read_text(errors="replace")
+    # The trajectory (from the CLI's chat record, copied beside the logs).
+    assert run.attempt_file("gemini.session.jsonl").is_file()
+    doc = check_trajectory(run, harbor, call=(call.name, call.arguments), output="hello")
+    [result] = [s["observation"]["results"][0] for s in doc["steps"] if "observation" in s]
+    assert result["extra"] == {"failed": False}  # the CLI prints an exit code only when nonzero
 
 
 def test_bad_key_is_an_auth_error_that_stops_the_run(tmp_path: Path) -> None:

@@ -13,8 +13,9 @@ import json
 from pathlib import Path
 
 import pytest
+from atif_validator import HarborValidator
 from mockmodel import RATE_LIMITED, UNAUTHORIZED, Hang, MockUsage, ToolCall
-from real_agents import WRITE_HELLO, ksi_run_with_mock
+from real_agents import WRITE_AND_SHOW_HELLO, WRITE_HELLO, check_trajectory, ksi_run_with_mock
 
 pytestmark = pytest.mark.real_cli
 
@@ -45,11 +46,16 @@ def _registry(tmp_path: Path) -> dict[str, str]:
     return {"LITELLM_MODEL_REGISTRY_PATH": str(path)}
 
 
-def test_solves_with_usage_cost_and_turns_as_served(tmp_path: Path) -> None:
+def test_solves_with_usage_cost_and_turns_as_served(
+    tmp_path: Path, harbor: HarborValidator
+) -> None:
+    write = ToolCall(
+        "bash", {"command": WRITE_AND_SHOW_HELLO}, MockUsage(120, 15, 800, 0), text="Writing it."
+    )
     run = ksi_run_with_mock(
         tmp_path,
         agent="mini-swe-agent",
-        script=SOLVE,
+        script=(write, SOLVE[1]),
         env={**KEY, **_registry(tmp_path)},
         model=MODEL,
     )
@@ -68,6 +74,15 @@ def test_solves_with_usage_cost_and_turns_as_served(tmp_path: Path) -> None:
     auth = {r.headers.get("authorization") for r in run.requests if r.method == "POST"}
     assert auth == {"Bearer sk-mock-mini"}
     assert run.attempt_file("mini.traj.json").is_file()
+    # The trajectory: the scripted bash call, its output and returncode, usage and cost per call.
+    doc = check_trajectory(run, harbor, call=(write.name, write.arguments), output="hello")
+    costs = [s["metrics"]["cost_usd"] for s in doc["steps"] if "metrics" in s]
+    assert sum(costs) == pytest.approx(usage["cost_usd"], rel=1e-9)
+    assert doc["steps"][-1] == {
+        "step_id": 4,
+        "source": "system",
+        "message": "Submitted: Created hello.txt containing hello.\n",
+    }
 
 
 def test_solves_in_the_sandbox(tmp_path: Path) -> None:

@@ -10,8 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from atif_validator import HarborValidator
 from mockmodel import RATE_LIMITED, UNAUTHORIZED, Answer, Hang, MockUsage, ToolCall
-from real_agents import ksi_run_with_mock
+from real_agents import check_trajectory, ksi_run_with_mock
 
 pytestmark = pytest.mark.real_cli
 
@@ -31,7 +32,9 @@ SOLVE = (
 
 
 @pytest.mark.parametrize("environment", ["local", "sandbox"])
-def test_solves_with_usage_cost_and_turns_as_served(tmp_path: Path, environment: str) -> None:
+def test_solves_with_usage_cost_and_turns_as_served(
+    tmp_path: Path, environment: str, harbor: HarborValidator
+) -> None:
     run = ksi_run_with_mock(
         tmp_path,
         agent="opencode",
@@ -58,6 +61,13 @@ def test_solves_with_usage_cost_and_turns_as_served(tmp_path: Path, environment:
     assert rec["final_message"] == "Created hello.txt containing hello."
     auth = {r.headers.get("authorization") for r in run.requests if r.method == "POST"}
     assert auth == {"Bearer sk-mock-opencode"}
+    # The trajectory: the scripted write with its arguments and output; tokens and cost per call.
+    doc = check_trajectory(
+        run, harbor, call=(SOLVE[0].name, SOLVE[0].arguments), output="Wrote file successfully."
+    )
+    costs = [s["metrics"]["cost_usd"] for s in doc["steps"] if "metrics" in s]
+    assert sum(costs) == pytest.approx(usage["cost_usd"], rel=1e-9)
+    assert doc["steps"][1]["message"] == "Writing the file."
 
 
 def test_bad_key_is_an_auth_error(tmp_path: Path) -> None:

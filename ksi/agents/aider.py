@@ -21,6 +21,15 @@ KSI sets ``LITELLM_LOCAL_MODEL_COST_MAP=True``: litellm then reads the price
 list bundled with it instead of downloading it from GitHub at import. Aider's
 own copy of that list (``~/.aider/caches``, refreshed daily from GitHub) has no
 switch; ``--model-metadata-file`` with an entry for the model skips it.
+
+Trajectory (:meth:`AiderAgent.trajectory`): Aider's chat history, which KSI
+puts in ``<workspace>/.ksi/aider.chat.history.md`` (``--chat-history-file``,
+out of ``repo/``) and copies into the attempt directory. Its ``####`` lines
+are user messages (the first is the prompt), its plain text the model's
+replies, one agent step each, and its ``>`` lines what Aider printed after a
+reply: the ``Tokens:``/``Cost:`` lines are the step's usage, the rest (the
+edits it applied...) the step's observation. Aider has no tool calls and
+writes no timestamps per message; the trajectory's notes say so.
 """
 
 from __future__ import annotations
@@ -40,6 +49,7 @@ from ksi.agents.cli_base import (
 )
 from ksi.hookspecs import hookimpl
 from ksi.interfaces import AgentContext, ExecResult, Usage
+from ksi.trajectories import Trajectory, TrajectoryBuilder
 
 _NUM = r"([\d.,]+[kKmM]?)"
 _TOKENS = re.compile(
@@ -79,6 +89,86 @@ def _count(text: str | None) -> int:
         return 0
 
 
+def _call_usage(tokens: re.Match[str], cost: re.Match[str] | None) -> Usage:
+    """One model call's usage from its ``Tokens:`` line (and its ``Cost:``, per message)."""
+    sent, write, hit, received = (_count(g) for g in tokens.group(1, 2, 3, 4))
+    # "sent" is litellm's prompt_tokens (cache reads and writes included)
+    # plus the cache write once more: Aider adds it when the provider reports one.
+    return Usage(
+        input_tokens=max(sent - 2 * write - hit, 0),
+        output_tokens=received,
+        cache_read_tokens=hit,
+        cache_write_tokens=write,
+        cost_usd=float(cost.group(1).replace(",", "")) if cost else None,
+    )
+
+
+#: Aider's notes on what its chat history cannot give.
+_HISTORY_NOTES = (
+    "Aider has no tool calls: it edits files from the text of its replies; what it did "
+    "after a reply (the edits it applied...) is that step's observation.",
+    "Aider's chat history has no timestamps per message, and Aider rounds token counts "
+    "above 1,000 (1.2k).",
+)
+
+
+def history_steps(b: TrajectoryBuilder, path: Any) -> None:
+    """Aider's chat history as steps (see the module docstring)."""
+    users = 0
+    mode = "preamble"  # preamble (banner, argv), user, reply, after (the > lines of a reply)
+    lines: list[str] = []
+    step: int | None = None
+    usage: Usage | None = None
+
+    def flush() -> None:
+        text = "\n".join(lines).strip("\n")
+        if mode == "user" and users > 1:  # the first is the prompt, step 1 already
+            b.user(text)
+        elif mode == "reply":
+            b.say(text)
+        elif mode == "after" and text:
+            if step is None:
+                b.system(text)
+            else:
+                b.observe(text)
+        lines.clear()
+
+    for raw in read_text(path).splitlines():
+        line = raw.rstrip()
+        if line.startswith("# aider chat started at"):
+            flush()
+            mode, step = "preamble", None
+        elif line.startswith("####"):
+            if mode != "user":
+                flush()
+                mode, users, step = "user", users + 1, None
+            lines.append(line[4:].strip())
+        elif (line.startswith(">") and mode != "preamble") or (
+            mode == "after" and line.startswith("Cost:")  # the Tokens line's, wrapped
+        ):
+            if mode != "after":
+                flush()
+                mode = "after"
+            tokens, cost = _TOKENS.search(line), _COST.search(line)
+            if tokens and step is not None:
+                usage = _call_usage(tokens, cost)
+                b.set_usage(usage, step)
+            elif cost and step is not None and usage is not None:
+                usage = attrs.evolve(usage, cost_usd=float(cost.group(1).replace(",", "")))
+                b.set_usage(usage, step)
+            elif not tokens and not cost:
+                lines.append(line[1:].strip())
+        elif mode not in ("preamble", "reply") and line.strip():
+            flush()
+            mode, step, usage = "reply", b.agent_step(), None
+            lines.append(line)
+        elif mode == "reply":
+            lines.append(line)
+    flush()
+    for note in _HISTORY_NOTES:
+        b.note(note)
+
+
 @attrs.define(frozen=True)
 class AiderAgent(CliAgent):
     """Aider in scripting mode (one message, then exit)."""
@@ -109,6 +199,7 @@ class AiderAgent(CliAgent):
         "AZURE_API_VERSION",
         "AIDER_MODEL",
     )
+    trajectory_file: ClassVar[str] = "aider.chat.history.md"
 
     #: ``--edit-format`` (e.g. ``diff``, ``whole``, ``udiff``); empty: the model's default.
     edit_format: str = ""
@@ -138,6 +229,8 @@ class AiderAgent(CliAgent):
             "--no-show-release-notes",
             "--analytics-disable",
             "--no-show-model-warnings",
+            "--chat-history-file",
+            self.trajectory_path(ctx),
             "--auto-commits" if self.auto_commits else "--no-auto-commits",
             *([] if self.git else ["--no-git"]),
             *self.model_flag(ctx, "--model"),
@@ -166,13 +259,11 @@ class AiderAgent(CliAgent):
             if not m:
                 continue
             calls += 1
-            sent, write, hit, received = (_count(g) for g in m.group(1, 2, 3, 4))
-            cache_w += write
-            cache_r += hit
-            # "sent" is litellm's prompt_tokens (cache reads and writes included)
-            # plus the cache write once more: Aider adds it when the provider reports one.
-            inp += max(sent - 2 * write - hit, 0)
-            out += received
+            call = _call_usage(m, None)
+            cache_w += call.cache_write_tokens
+            cache_r += call.cache_read_tokens
+            inp += call.input_tokens
+            out += call.output_tokens
             for candidate in lines[i : i + 2]:
                 c = _COST.search(candidate)
                 if c:
@@ -203,6 +294,19 @@ class AiderAgent(CliAgent):
             error=" | ".join(errors[-3:]),
             succeeded=calls > 0 and not errors,
         )
+
+    def trajectory(self, ctx: AgentContext, result: ExecResult | None) -> Trajectory | None:
+        """Aider's chat history as steps (see the module docstring)."""
+        history = ctx.attempt_dir / self.trajectory_file
+        if result is None or not history.is_file():
+            return None
+        b = TrajectoryBuilder(
+            self.name, prompt=ctx.prompt, model=ctx.model, workspace=ctx.workspace_path
+        )
+        version = re.search(r"^> Aider v(\S+)", read_text(history, 65536), re.MULTILINE)
+        b.agent_version = version.group(1) if version else None
+        history_steps(b, history)
+        return b.build()
 
 
 @hookimpl(trylast=True)

@@ -24,10 +24,19 @@ As root (CI, containers) Claude Code refuses ``bypassPermissions`` unless
 an attempt always runs in a workspace of its own (use the ``sandbox`` or
 ``docker`` environment to make that true of the rest of the machine too).
 ``base_url`` becomes ``ANTHROPIC_BASE_URL``.
+
+Trajectory (:meth:`ClaudeCodeAgent.trajectory`): one agent step per API
+message (its ``assistant`` lines: text, thinking, ``tool_use`` blocks with
+their input), each tool's output from the ``tool_result`` block of the
+``user`` line that answers it (``is_error``; a failed Bash result starts
+``Exit code N``), each message's usage as its stream events end it, the CLI
+version and session from the ``init`` line. Claude Code prices the run only
+in the ``result`` line, so steps carry no cost.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
@@ -49,10 +58,26 @@ from ksi.agents.cli_base import (
 from ksi.hookspecs import hookimpl
 from ksi.interfaces import AgentContext, ExecResult, Usage
 from ksi.models import AgentStatus
+from ksi.trajectories import Trajectory, TrajectoryBuilder, arguments, iso_time
 
 PERMISSION_MODES = ("bypassPermissions", "acceptEdits", "default", "plan")
 #: Result subtypes that mean a limit the user set was reached.
 _LIMIT_SUBTYPES = {"error_max_turns": "turn limit", "error_max_budget_usd": "budget limit"}
+#: How a failed Bash result starts.
+_EXIT_CODE = re.compile(r"^Exit code (-?\d+)")
+
+
+def _block_text(content: Any) -> str:
+    """A message's or tool result's text: a string, or its ``text`` blocks joined."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(
+            str(b.get("text") or "")
+            for b in content
+            if isinstance(b, dict) and b.get("type") == "text"
+        )
+    return ""
 
 
 def _usage(raw: Any, *, cost: float | None = None, turns: int | None = None) -> Usage:
@@ -258,6 +283,80 @@ class ClaudeCodeAgent(CliAgent):
             final_message=last_text if message == detail else message,
             error=detail if subtype == "success" else f"{subtype or 'error'}: {detail}".strip(": "),
         )
+
+    def trajectory(self, ctx: AgentContext, result: ExecResult | None) -> Trajectory | None:
+        """The stream-json lines as steps (see the module docstring)."""
+        if result is None or result.spawn_error or not result.stdout_path:
+            return None
+        b = TrajectoryBuilder(
+            self.name, prompt=ctx.prompt, model=ctx.model, workspace=ctx.workspace_path
+        )
+        per_message: dict[str, dict[str, Any]] = {}
+        streamed: set[str] = set()
+        steps: dict[str, int] = {}
+        current = ""
+        for event in json_lines(result.stdout_path):
+            kind = event.get("type")
+            when = iso_time(event.get("timestamp"))
+            if kind == "system" and event.get("subtype") == "init":
+                b.session_id = str(event.get("session_id") or "") or None
+                b.agent_version = str(event.get("claude_code_version") or "") or None
+            elif kind == "system" and event.get("subtype") == "api_retry":
+                b.system(
+                    f"Claude Code retries a failed API call (HTTP {event.get('error_status')})"
+                )
+            elif kind == "stream_event":
+                current = _track_stream(as_dict(event.get("event")), current, per_message)
+                if current:
+                    streamed.add(current)
+            elif kind == "assistant":
+                msg = as_dict(event.get("message"))
+                msg_id = str(msg.get("id") or f"#{len(steps)}")
+                if msg_id not in steps:
+                    model = msg.get("model")
+                    steps[msg_id] = b.agent_step(
+                        timestamp=when, model=model if isinstance(model, str) else None
+                    )
+                if msg_id not in streamed:
+                    per_message[msg_id] = as_dict(msg.get("usage"))
+                for block in msg.get("content") or []:
+                    block = as_dict(block)
+                    if block.get("type") == "text":
+                        b.say(str(block.get("text") or ""))
+                    elif block.get("type") == "thinking":
+                        b.think(str(block.get("thinking") or ""))
+                    elif block.get("type") == "tool_use":
+                        b.call(
+                            str(block.get("id") or ""),
+                            str(block.get("name") or ""),
+                            arguments(block.get("input")),
+                        )
+            elif kind == "user":
+                content = as_dict(event.get("message")).get("content")
+                for block in content if isinstance(content, list) else []:
+                    block = as_dict(block)
+                    if block.get("type") == "tool_result":
+                        text = _block_text(block.get("content"))
+                        code = _EXIT_CODE.match(text) if block.get("is_error") else None
+                        b.result(
+                            str(block.get("tool_use_id") or ""),
+                            text,
+                            exit_code=int(code.group(1)) if code else None,
+                            failed=bool(block.get("is_error")),
+                        )
+                text = _block_text(content)
+                if text.strip():
+                    b.user(text, timestamp=when)
+            elif kind == "result" and (event.get("is_error") or event.get("subtype") != "success"):
+                b.system(f"Claude Code stopped: {event.get('subtype') or 'error'}")
+        for msg_id, step in steps.items():
+            if msg_id in per_message:
+                b.set_usage(_usage(per_message[msg_id]), step)
+        if steps and not streamed:
+            b.note(
+                "Output tokens per step are each message's count at its start (no stream events)."
+            )
+        return b.build()
 
 
 @hookimpl(trylast=True)

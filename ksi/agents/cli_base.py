@@ -245,6 +245,11 @@ def as_int(value: Any) -> int:
     return 0
 
 
+def as_exit_code(value: Any) -> int | None:
+    """An exit status from JSON (negative for a signal), or ``None`` when it is not an int."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
 def as_dict(value: Any) -> dict[str, Any]:
     """A JSON object from untrusted output, or ``{}`` when it is anything else."""
     return value if isinstance(value, dict) else {}

@@ -25,12 +25,22 @@ turns and a killed run's usage come from Codex's session log instead
 (``$CODEX_HOME/sessions/YYYY/MM/DD/rollout-*-<thread id>.jsonl``): one
 ``token_usage_record`` per model response. KSI copies it into the attempt
 directory as ``codex.rollout.jsonl``. Codex reports no cost.
+
+Trajectory (:meth:`CodexAgent.trajectory`): from the session log, one agent
+step per model response (its reasoning summary, messages and tool calls with
+the arguments as the model sent them; the ``token_usage_record`` that ends
+it gives its usage), each call's output from its ``function_call_output``
+and its exit code from the command's ``item_completed`` event. Without a
+session log (a CLI that kept none where KSI looks), the ``exec --json``
+items instead: each command with its output and exit code, each message, but
+no usage per call and no response boundaries (one step per item).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -42,6 +52,7 @@ from ksi.agents.cli_base import (
     CliAgent,
     Parsed,
     as_dict,
+    as_exit_code,
     as_int,
     base_url_field,
     choice_field,
@@ -50,6 +61,7 @@ from ksi.agents.cli_base import (
 )
 from ksi.hookspecs import hookimpl
 from ksi.interfaces import AgentContext, ExecResult, Usage
+from ksi.trajectories import Trajectory, TrajectoryBuilder, arguments, iso_time
 
 #: ``sandbox`` option -> Codex flags. ``danger-full-access`` is for
 #: environments that already isolate the agent (docker, sandbox) where Codex's
@@ -66,6 +78,8 @@ REASONING_EFFORTS = ("", "minimal", "low", "medium", "high", "xhigh")
 PROVIDER_ID = "ksi"
 #: The session log KSI copies into the attempt directory.
 ROLLOUT_COPY = "codex.rollout.jsonl"
+#: How a tool's output in the session log states the command's exit status.
+_EXITED = re.compile(r"(?:Process exited with code|Exit code:?) (-?\d+)")
 
 
 def provider_overrides(base_url: str) -> list[str]:
@@ -123,6 +137,115 @@ def rollout_usage(path: Path) -> _Calls:
         written += as_int(usage.get("cache_write_input_tokens"))
         out += as_int(usage.get("output_tokens"))
     return _Calls(_uncached(inp, cached, written, out, len(responses)), len(responses))
+
+
+def _texts(content: Any) -> str:
+    """The text of a session-log message's content parts (or of a reasoning summary)."""
+    if isinstance(content, str):
+        return content
+    return "".join(
+        str(p.get("text") or "") for p in content or [] if isinstance(p, dict) and p.get("text")
+    )
+
+
+def _output_text(output: Any) -> str:
+    """A ``function_call_output``'s text: a string, or ``{"content": ...}``."""
+    if isinstance(output, dict):
+        output = output.get("content", output)
+    return output if isinstance(output, str) else _texts(output) or json.dumps(output)
+
+
+def rollout_steps(b: TrajectoryBuilder, path: Path) -> None:
+    """The session log's model responses as steps (see the module docstring)."""
+    exit_codes: dict[str, int] = {}
+    step: int | None = None  # the response being read; None between responses
+    started = False  # the prompt and Codex's own context come before the first response
+    for record in json_lines(path):
+        kind = record.get("type")
+        payload = as_dict(record.get("payload"))
+        when = iso_time(record.get("timestamp"))
+        ptype = payload.get("type")
+        if kind == "session_meta":
+            b.session_id = str(payload.get("id") or "") or None
+            b.agent_version = str(payload.get("cli_version") or "") or None
+        elif kind == "event_msg" and ptype == "item_completed":
+            item = as_dict(payload.get("item"))
+            code = as_exit_code(item.get("exit_code"))
+            if code is not None:
+                exit_codes[str(item.get("id"))] = code
+        elif kind == "token_usage_record":
+            usage = as_dict(payload.get("usage"))
+            if step is not None:
+                b.set_usage(
+                    _uncached(
+                        as_int(usage.get("input_tokens")),
+                        as_int(usage.get("cached_input_tokens")),
+                        as_int(usage.get("cache_write_input_tokens")),
+                        as_int(usage.get("output_tokens")),
+                        1,
+                    ),
+                    step,
+                )
+            step = None
+        elif kind != "response_item":
+            continue
+        elif ptype == "message" and payload.get("role") != "assistant":
+            if started and payload.get("role") == "user":
+                b.user(_texts(payload.get("content")), timestamp=when)
+        elif ptype in ("function_call_output", "custom_tool_call_output"):
+            call_id = str(payload.get("call_id") or "")
+            text = _output_text(payload.get("output"))
+            code = exit_codes.get(call_id)
+            if code is None and (said := _EXITED.search(text)):
+                code = int(said.group(1))
+            b.result(call_id, text, exit_code=code)
+        elif ptype in ("message", "reasoning", "function_call", "custom_tool_call"):
+            started = True
+            if step is None:
+                step = b.agent_step(timestamp=when)
+            if ptype == "message":
+                b.say(_texts(payload.get("content")))
+            elif ptype == "reasoning":
+                b.think(_texts(payload.get("summary")))
+            else:
+                args = payload.get("arguments", payload.get("input"))
+                b.call(
+                    str(payload.get("call_id") or ""),
+                    str(payload.get("name") or ""),
+                    arguments(args) if ptype == "function_call" else {"input": args},
+                )
+
+
+def event_steps(b: TrajectoryBuilder, path: Path | str) -> None:
+    """``codex exec --json``'s items as steps, one each (no session log to read)."""
+    for event in json_lines(path):
+        if event.get("type") == "thread.started":
+            b.session_id = str(event.get("thread_id") or "") or None
+        if event.get("type") != "item.completed":
+            continue
+        item = as_dict(event.get("item"))
+        kind, item_id = item.get("type"), str(item.get("id") or "")
+        if kind == "agent_message":
+            b.agent_step(str(item.get("text") or ""))
+        elif kind == "reasoning":
+            b.agent_step(reasoning=str(item.get("text") or ""))
+        elif kind == "command_execution":
+            b.agent_step()
+            b.call(item_id, "command_execution", {"command": str(item.get("command") or "")})
+            b.result(
+                item_id,
+                str(item.get("aggregated_output") or ""),
+                exit_code=as_exit_code(item.get("exit_code")),
+                failed=True if item.get("status") == "failed" else None,
+            )
+        elif kind in ("file_change", "mcp_tool_call", "web_search"):
+            b.agent_step()
+            args = {k: v for k, v in item.items() if k not in ("id", "type", "status", "result")}
+            b.call(item_id, str(kind), args)
+            if kind == "mcp_tool_call":
+                b.result(item_id, json.dumps(item.get("result") or item.get("error")))
+        elif kind == "error":
+            b.system(str(item.get("message") or ""))
 
 
 def _uncached(inp: int, cached: int, written: int, out: int, turns: int) -> Usage:
@@ -231,6 +354,24 @@ class CodexAgent(CliAgent):
             if calls.calls:
                 usage = calls.usage
         return Parsed(usage=usage, final_message=message, error=error, succeeded=finished)
+
+    def trajectory(self, ctx: AgentContext, result: ExecResult | None) -> Trajectory | None:
+        """The session log's responses as steps, else the exec events' items."""
+        if result is None or result.spawn_error or not result.stdout_path:
+            return None
+        b = TrajectoryBuilder(
+            self.name, prompt=ctx.prompt, model=ctx.model, workspace=ctx.workspace_path
+        )
+        rollout = ctx.attempt_dir / ROLLOUT_COPY
+        if rollout.is_file():
+            rollout_steps(b, rollout)
+        else:
+            event_steps(b, result.stdout_path)
+            b.note(
+                "Read from codex exec --json (Codex's session log was not found): one step "
+                "per item, no usage per model call, commands as Codex ran them."
+            )
+        return b.build()
 
 
 @hookimpl(trylast=True)

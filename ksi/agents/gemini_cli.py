@@ -31,13 +31,27 @@ its docs do not say:
 * A rate-limited call (429) is retried by the CLI with backoff for minutes;
   an attempt that hits KSI's timeout while still retrying is ``rate_limited``,
   not ``timeout``.
+
+Trajectory (:meth:`GeminiCliAgent.trajectory`): the CLI records every chat
+in its home (``<home>/.gemini/tmp/<project>/chats/session-*.jsonl``: each
+model message with its tokens, thoughts and tool calls, each call's
+arguments, output and status); KSI copies this attempt's (its session id
+from the JSON output, or the newest of the project that is the attempt's
+workspace) into the attempt directory as ``gemini.session.jsonl`` and reads
+the steps from it. Not ``--output-format stream-json``: its events carry no
+usage per call, and its totals leave out thinking tokens and the number of
+model calls, which the JSON output has. A shell call's exit code is the
+``Exit Code:`` line of its output.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
-from collections.abc import Mapping
+import shutil
+from collections.abc import Iterator, Mapping
+from pathlib import Path
 from typing import Any, ClassVar
 
 import attrs
@@ -45,10 +59,12 @@ import attrs
 from ksi.agents.cli_base import (
     CliAgent,
     Parsed,
+    as_dict,
     as_int,
     base_url_field,
     choice_field,
     extra_args_field,
+    json_lines,
     positive_int_or_none,
     read_text,
 )
@@ -56,6 +72,7 @@ from ksi.hookspecs import hookimpl
 from ksi.interfaces import AgentContext, ExecResult, Usage
 from ksi.models import AgentStatus
 from ksi.proc import read_tail
+from ksi.trajectories import Trajectory, TrajectoryBuilder, arguments, iso_time
 
 APPROVAL_MODES = ("yolo", "auto_edit", "default")
 #: Exit codes with a meaning of their own.
@@ -71,6 +88,124 @@ _HOME_SUBDIR = "gemini-home"
 #: The CLI's line for each retried API call ("Attempt 3 failed with status 429. Retrying...").
 _RETRY_LINE = re.compile(r"Attempt \d+ failed with status (\d+)")
 _LONG_PROMPT_NOTE = "Carry out the task given above."
+#: The chat record KSI copies into the attempt directory.
+SESSION_COPY = "gemini.session.jsonl"
+_EXIT_CODE = re.compile(r"^Exit Code: (-?\d+)", re.MULTILINE)
+
+
+def gemini_homes(ctx: AgentContext, host_env: Mapping[str, str]) -> Iterator[Path]:
+    """The ``.gemini`` directories this attempt's CLI may have used, as host paths: KSI's
+    own ``GEMINI_CLI_HOME``, the per-attempt HOME of the sandbox and docker
+    environments, then the host's (the local environment)."""
+    yield ctx.host_workspace / ".ksi" / _HOME_SUBDIR / ".gemini"
+    yield ctx.host_workspace / ".ksi" / "home" / ".gemini"
+    if host_env.get("HOME"):
+        yield Path(host_env["HOME"]) / ".gemini"
+
+
+def _session_id(path: Path) -> str:
+    for record in json_lines(path):
+        return str(record.get("sessionId") or "")
+    return ""
+
+
+def find_session(homes: Iterator[Path], session_id: str, project_root: str) -> Path | None:
+    """This run's chat record: the one of ``session_id``, else (a run cut short before
+    printing its id) the newest of the project whose root is ``project_root``."""
+    for home in homes:
+        if session_id and "/" not in session_id:
+            for found in home.glob(f"tmp/*/chats/session-*-{session_id[:8]}.jsonl"):
+                if _session_id(found) == session_id:
+                    return found
+        elif not session_id:
+            chats = [
+                chat
+                for project in home.glob("tmp/*")
+                if read_text(project / ".project_root", 4096).strip() == project_root
+                for chat in project.glob("chats/session-*.jsonl")
+            ]
+            if chats:
+                return max(chats, key=lambda p: p.stat().st_mtime)
+    return None
+
+
+def _parts_text(content: Any) -> str:
+    """A chat message's text (its ``text`` parts; function responses are not text)."""
+    if isinstance(content, str):
+        return content
+    return "".join(
+        str(p.get("text") or "") for p in content or [] if isinstance(p, dict) and p.get("text")
+    )
+
+
+def _tool_output(call: dict[str, Any]) -> str:
+    """A tool call's output as the model got it (its function response)."""
+    texts = []
+    for part in call.get("result") or []:
+        response = as_dict(as_dict(as_dict(part).get("functionResponse")).get("response"))
+        value = response.get("output", response.get("error"))
+        if value is not None:
+            texts.append(value if isinstance(value, str) else json.dumps(value))
+    return "\n".join(texts) or str(call.get("resultDisplay") or "")
+
+
+def session_steps(b: TrajectoryBuilder, path: Path) -> None:
+    """The chat record's messages as steps (see the module docstring)."""
+    messages: dict[str, dict[str, Any]] = {}
+    for record in json_lines(path):
+        update = record.get("$set")
+        if isinstance(update, dict):
+            if isinstance(update.get("messages"), list):
+                messages = {str(m.get("id")): m for m in update["messages"] if isinstance(m, dict)}
+        elif record.get("type") and record.get("id") is not None:
+            messages[str(record["id"])] = record  # a message is written again as it grows
+        elif record.get("sessionId"):
+            b.session_id = str(record["sessionId"])
+    started = False  # Gemini's session context and the prompt come first
+    for msg in messages.values():
+        kind, when = msg.get("type"), iso_time(msg.get("timestamp"))
+        if kind == "gemini":
+            started = True
+            tokens = as_dict(msg.get("tokens"))
+            cached = as_int(tokens.get("cached"))
+            thoughts = [
+                f"{t.get('subject') or ''}: {t.get('description') or ''}".strip(": ")
+                for t in msg.get("thoughts") or []
+                if isinstance(t, dict)
+            ]
+            model = msg.get("model")
+            b.agent_step(
+                _parts_text(msg.get("content")),
+                timestamp=when,
+                model=model if isinstance(model, str) else None,
+                reasoning="\n".join(thoughts),
+                usage=Usage(
+                    input_tokens=max(as_int(tokens.get("input")) - cached, 0),
+                    output_tokens=as_int(tokens.get("output")) + as_int(tokens.get("thoughts")),
+                    cache_read_tokens=cached,
+                ),
+            )
+            for call in msg.get("toolCalls") or []:
+                call = as_dict(call)
+                cid = b.call(
+                    str(call.get("id") or ""),
+                    str(call.get("name") or ""),
+                    arguments(call.get("args")),
+                )
+                output = _tool_output(call)
+                code = _EXIT_CODE.search(output)
+                b.result(
+                    cid,
+                    output,
+                    exit_code=int(code.group(1)) if code else None,
+                    failed=call.get("status") not in (None, "success"),
+                )
+        elif kind == "user" and started:
+            text = _parts_text(msg.get("content"))
+            if text.strip():
+                b.user(text, timestamp=when)
+        elif kind in ("error", "warning", "info") and started:
+            b.system(_parts_text(msg.get("content")), timestamp=when)
 
 
 def _last_json_object(text: str) -> dict[str, Any] | None:
@@ -193,6 +328,7 @@ class GeminiCliAgent(CliAgent):
             cache_read_tokens=cached,
             turns=turns or None,
         )
+        self._keep_session(ctx, str(obj.get("session_id") or ""))
         response = obj.get("response")
         message = response if isinstance(response, str) else ""
         status = _EXIT_STATUS.get(result.exit_code) if result.exit_code is not None else None
@@ -220,6 +356,27 @@ class GeminiCliAgent(CliAgent):
             succeeded=not error and result.exit_code == 0,
             retrying_status=int(retried[-1]) if retried else None,
         )
+
+    def _keep_session(self, ctx: AgentContext, session_id: str) -> None:
+        """Copy this run's chat record into the attempt directory (:data:`SESSION_COPY`)."""
+        workdir = ctx.task.runtime.workdir
+        root = workdir if isinstance(workdir, str) else ctx.workspace_path
+        found = find_session(gemini_homes(ctx, os.environ), session_id, root.rstrip("/"))
+        if found is not None:
+            ctx.attempt_dir.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(found, ctx.attempt_dir / SESSION_COPY)
+
+    def trajectory(self, ctx: AgentContext, result: ExecResult | None) -> Trajectory | None:
+        """The chat record's messages as steps (see the module docstring)."""
+        session = ctx.attempt_dir / SESSION_COPY
+        if result is None or result.spawn_error or not session.is_file():
+            return None
+        b = TrajectoryBuilder(
+            self.name, prompt=ctx.prompt, model=ctx.model, workspace=ctx.workspace_path
+        )
+        session_steps(b, session)
+        b.note("Gemini CLI reports no cost and no version in its chat record.")
+        return b.build()
 
 
 @hookimpl(trylast=True)

@@ -24,6 +24,12 @@ any ``-c`` drops mini's default config, so KSI names it (``mini.yaml``) first.
 litellm would download its model price list from GitHub at import; KSI sets
 ``LITELLM_LOCAL_MODEL_COST_MAP=True`` so it reads the copy in the package
 (``LITELLM_MODEL_REGISTRY_PATH`` still adds prices of your own).
+
+Trajectory (:meth:`MiniSweAgent.trajectory`): the trajectory file's messages
+after mini's own system and instance messages (step 1 is KSI's prompt): each
+assistant message an agent step with its tool calls (their arguments as the
+model sent them), usage and cost; each ``tool`` message the output and
+``returncode`` of the call it answers; the ``exit`` message a system step.
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ from ksi.agents.cli_base import (
     CliAgent,
     Parsed,
     as_dict,
+    as_exit_code,
     as_float,
     as_int,
     base_url_field,
@@ -50,6 +57,7 @@ from ksi.hookspecs import hookimpl
 from ksi.interfaces import AgentContext, ExecResult, Usage
 from ksi.models import AgentStatus
 from ksi.proc import read_tail
+from ksi.trajectories import Trajectory, TrajectoryBuilder, arguments, iso_time
 
 COST_TRACKING = ("", "default", "ignore_errors")
 #: mini's built-in default config, named when KSI adds ``-c key=value`` overrides.
@@ -59,6 +67,32 @@ DEFAULT_CONFIG = "mini.yaml"
 def _non_negative(_inst: Any, attr: Any, value: float | None) -> None:
     if value is not None and value < 0:
         raise ValueError(f"{attr.name} must be >= 0 (0 disables the limit), got {value}")
+
+
+def _message_usage(msg: dict[str, Any]) -> Usage:
+    """One assistant message's usage (its provider response's), and its cost."""
+    extra = as_dict(msg.get("extra"))
+    u = as_dict(as_dict(extra.get("response")).get("usage"))
+    details = as_dict(u.get("prompt_tokens_details"))
+    read = as_int(u.get("cache_read_input_tokens")) or as_int(details.get("cached_tokens"))
+    write = as_int(u.get("cache_creation_input_tokens"))
+    # litellm's prompt_tokens include cache reads (and, for Anthropic, writes).
+    return Usage(
+        input_tokens=max(as_int(u.get("prompt_tokens")) - read - write, 0),
+        output_tokens=as_int(u.get("completion_tokens")),
+        cache_read_tokens=read,
+        cache_write_tokens=write,
+        cost_usd=as_float(extra.get("cost")),
+    )
+
+
+def _read_traj(path: Any) -> dict[str, Any]:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            traj = json.load(fh)
+    except (OSError, ValueError):
+        return {}
+    return traj if isinstance(traj, dict) else {}
 
 
 @attrs.define(frozen=True)
@@ -155,13 +189,7 @@ class MiniSweAgent(CliAgent):
         return env
 
     def parse(self, ctx: AgentContext, result: ExecResult) -> Parsed:
-        traj_path = ctx.host_workspace / ".ksi" / self.trajectory_file
-        try:
-            traj = json.loads(traj_path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            traj = {}
-        if not isinstance(traj, dict):
-            traj = {}
+        traj = _read_traj(ctx.host_workspace / ".ksi" / self.trajectory_file)
         info = as_dict(traj.get("info"))
         stats = as_dict(info.get("model_stats"))
         inp = out = cache_r = cache_w = 0
@@ -177,19 +205,11 @@ class MiniSweAgent(CliAgent):
             content = msg.get("content")
             if isinstance(content, str) and content.strip():
                 last_assistant = content
-            extra = as_dict(msg.get("extra"))
-            response = as_dict(extra.get("response"))
-            u = as_dict(response.get("usage"))
-            details = u.get("prompt_tokens_details") or {}
-            read = as_int(u.get("cache_read_input_tokens")) or as_int(
-                details.get("cached_tokens") if isinstance(details, dict) else 0
-            )
-            write = as_int(u.get("cache_creation_input_tokens"))
-            # litellm's prompt_tokens include cache reads (and, for Anthropic, writes).
-            inp += max(as_int(u.get("prompt_tokens")) - read - write, 0)
-            out += as_int(u.get("completion_tokens"))
-            cache_r += read
-            cache_w += write
+            u = _message_usage(msg)
+            inp += u.input_tokens
+            out += u.output_tokens
+            cache_r += u.cache_read_tokens
+            cache_w += u.cache_write_tokens
         calls = as_int(stats.get("api_calls"))
         usage = Usage(
             inp, out, cache_r, cache_w, as_float(stats.get("instance_cost")), calls or None
@@ -226,6 +246,49 @@ class MiniSweAgent(CliAgent):
             error=error,
             status=classify_text([error]) or AgentStatus.CRASHED,
         )
+
+    def trajectory(self, ctx: AgentContext, result: ExecResult | None) -> Trajectory | None:
+        """The trajectory file's messages as steps (see the module docstring)."""
+        traj = _read_traj(ctx.attempt_dir / self.trajectory_file)
+        messages = [m for m in traj.get("messages") or [] if isinstance(m, dict)]
+        if result is None or not messages:
+            return None
+        b = TrajectoryBuilder(
+            self.name, prompt=ctx.prompt, model=ctx.model, workspace=ctx.workspace_path
+        )
+        b.agent_version = str(as_dict(traj.get("info")).get("mini_version") or "") or None
+        started = False  # mini's system message and its instance (the task) come first
+        for msg in messages:
+            role, extra = msg.get("role"), as_dict(msg.get("extra"))
+            content = msg.get("content")
+            text = content if isinstance(content, str) else json.dumps(content)
+            when = iso_time(extra.get("timestamp"))
+            if role == "assistant":
+                started = True
+                b.agent_step(text, timestamp=when, usage=_message_usage(msg))
+                for call in msg.get("tool_calls") or []:
+                    function = as_dict(as_dict(call).get("function"))
+                    b.call(
+                        str(as_dict(call).get("id") or ""),
+                        str(function.get("name") or ""),
+                        arguments(function.get("arguments")),
+                    )
+            elif role == "tool":
+                code, raw = extra.get("returncode"), extra.get("raw_output")
+                problem = str(extra.get("exception_info") or "")
+                ran = "not executed" not in problem  # mini's placeholder (the submission, say)
+                b.result(
+                    str(msg.get("tool_call_id") or ""),
+                    raw if isinstance(raw, str) and not problem else text,
+                    exit_code=as_exit_code(code) if ran else None,
+                    failed=True if problem and ran else None,
+                )
+            elif role == "exit":
+                status = str(extra.get("exit_status") or "")
+                b.system(f"{status}: {text}" if status else text, timestamp=when)
+            elif started and text.strip():
+                b.user(text, timestamp=when)
+        return b.build()
 
 
 @hookimpl(trylast=True)

@@ -25,6 +25,12 @@ models). OpenCode also installs ``@opencode-ai/plugin`` with npm, in the
 background, into a config directory (``~/.config/opencode``) that lacks it,
 which a fresh HOME (the sandbox and docker environments give each attempt one)
 does; no switch stops that, and a failed install does not fail the run.
+
+Trajectory (:meth:`OpenCodeAgent.trajectory`): one agent step per
+``step_start`` ... ``step_finish`` (one model call): its ``text`` and
+``reasoning`` parts, each ``tool_use`` part with its input, output, status
+and (for ``bash``) exit code, and the step's tokens and cost. The title call
+is in no event, so not in the trajectory either.
 """
 
 from __future__ import annotations
@@ -40,6 +46,7 @@ from ksi.agents.cli_base import (
     CliAgent,
     Parsed,
     as_dict,
+    as_exit_code,
     as_float,
     as_int,
     base_url_field,
@@ -48,6 +55,7 @@ from ksi.agents.cli_base import (
 )
 from ksi.hookspecs import hookimpl
 from ksi.interfaces import AgentContext, ExecResult, Usage
+from ksi.trajectories import Trajectory, TrajectoryBuilder, arguments, iso_time
 
 #: OpenCode otherwise downloads its model catalog from models.opencode.ai (models.dev) at
 #: start, a call to a host nobody configured (and where only the provider is reachable, a
@@ -67,6 +75,19 @@ def _error_text(err: Any) -> str:
     if data.get("statusCode"):
         text += f" (status {data['statusCode']})"
     return text.strip()
+
+
+def _step_usage(part: dict[str, Any]) -> Usage:
+    """A ``step_finish`` part's tokens and cost (one model call)."""
+    tokens = as_dict(part.get("tokens"))
+    cache = as_dict(tokens.get("cache"))
+    return Usage(
+        input_tokens=as_int(tokens.get("input")),
+        output_tokens=as_int(tokens.get("output")) + as_int(tokens.get("reasoning")),
+        cache_read_tokens=as_int(cache.get("read")),
+        cache_write_tokens=as_int(cache.get("write")),
+        cost_usd=as_float(part.get("cost")),
+    )
 
 
 @attrs.define(frozen=True)
@@ -164,17 +185,13 @@ class OpenCodeAgent(CliAgent):
                     last_texts = step_texts
             elif kind == "step_finish":
                 steps += 1
-                tokens = part.get("tokens") or {}
-                if isinstance(tokens, dict):
-                    inp += as_int(tokens.get("input"))
-                    out += as_int(tokens.get("output")) + as_int(tokens.get("reasoning"))
-                    cache = tokens.get("cache") or {}
-                    if isinstance(cache, dict):
-                        cache_r += as_int(cache.get("read"))
-                        cache_w += as_int(cache.get("write"))
-                step_cost = as_float(part.get("cost"))
-                if step_cost is not None:
-                    cost = (cost or 0.0) + step_cost
+                step = _step_usage(part)
+                inp += step.input_tokens
+                out += step.output_tokens
+                cache_r += step.cache_read_tokens
+                cache_w += step.cache_write_tokens
+                if step.cost_usd is not None:
+                    cost = (cost or 0.0) + step.cost_usd
                 stopped = part.get("reason") == "stop"
             elif kind == "error":
                 error = _error_text(event.get("error") or event.get("message"))
@@ -185,6 +202,46 @@ class OpenCodeAgent(CliAgent):
             error=error,
             succeeded=stopped and not error,
         )
+
+    def trajectory(self, ctx: AgentContext, result: ExecResult | None) -> Trajectory | None:
+        """The JSON events as steps, one per model call (see the module docstring)."""
+        if result is None or result.spawn_error or not result.stdout_path:
+            return None
+        b = TrajectoryBuilder(
+            self.name, prompt=ctx.prompt, model=ctx.model, workspace=ctx.workspace_path
+        )
+        step: int | None = None
+        for event in json_lines(result.stdout_path):
+            kind, part = event.get("type"), as_dict(event.get("part"))
+            b.session_id = b.session_id or (str(event.get("sessionID") or "") or None)
+            if kind == "step_start" or (step is None and kind in ("text", "reasoning", "tool_use")):
+                step = b.agent_step(timestamp=iso_time(event.get("timestamp")))
+            if kind == "text":
+                b.say(str(part.get("text") or ""))
+            elif kind == "reasoning":
+                b.think(str(part.get("text") or ""))
+            elif kind == "tool_use":
+                state = as_dict(part.get("state"))
+                call = b.call(
+                    str(part.get("callID") or ""),
+                    str(part.get("tool") or ""),
+                    arguments(state.get("input")),
+                )
+                failed = state.get("status") == "error"
+                output = state.get("error") if failed else state.get("output")
+                code = as_dict(state.get("metadata")).get("exit")
+                b.result(
+                    call,
+                    output if isinstance(output, str) else json.dumps(output),
+                    exit_code=as_exit_code(code),
+                    failed=failed,
+                )
+            elif kind == "step_finish" and step is not None:
+                b.set_usage(_step_usage(part), step)
+                step = None
+            elif kind == "error":
+                b.system(_error_text(event.get("error") or event.get("message")))
+        return b.build()
 
 
 @hookimpl(trylast=True)
