@@ -45,7 +45,9 @@ You are reviewing what coding agents did on a set of tasks, to help the next att
 
 `repo/evidence.json` holds, per task, this generation's graded attempts (score, the
 agent's final message, the files it touched, the eval output of failing attempts, the
-best attempt's diff) and the score history, plus the notes written so far
+best attempt's diff, and a digest of what the agent did: the commands that failed and
+their error lines, the step at which it first ran the tests, the commands it repeated,
+the files its tools named) and the score history, plus the notes written so far
 (`previous_notes`). `repo/schema.json` describes the answer.
 
 Write `repo/notes.json`: {{"notes": [...]}}, each note {{"kind": one of {kinds},

@@ -19,6 +19,7 @@ from ksi.knowledge.models import AttemptEvidence, TaskEvidence
 from ksi.models import is_solved
 from ksi.records import AttemptRecord, AttemptStatus
 from ksi.rundir.journal import latest_by_attempt
+from ksi.trajectories import TRAJECTORY_FILE, TrajectoryDigest, digest, read_trajectory
 
 #: Lines starting like this in diff.patch name the files an attempt touched.
 
@@ -60,6 +61,15 @@ def _tail(text: str, limit: int) -> str:
     return "..." + data[-limit:].decode("utf-8", "replace")
 
 
+def trajectory_digest(attempt_dir: Path, limit: int) -> TrajectoryDigest | None:
+    """The digest of an attempt's ``trajectory.json`` within ``limit`` bytes; ``None``
+    when it has none, or one KSI cannot read (the evidence goes on without it)."""
+    try:
+        return digest(read_trajectory(attempt_dir / TRAJECTORY_FILE), max_bytes=limit)
+    except (OSError, ValueError):
+        return None
+
+
 def eval_output_tail(record: AttemptRecord, limit: int) -> str:
     """The end of the eval command's output (stdout, then stderr) as the record keeps it."""
     result = record.eval
@@ -79,8 +89,8 @@ def attempt_evidence(
     with_diff: bool,
 ) -> AttemptEvidence:
     """What one **scored** attempt showed, each piece cut to its share of the budget: the
-    diff (``with_diff``) to half of it, an eval output tail or a final message to an
-    eighth; ``eval_output=False`` leaves eval output out."""
+    diff (``with_diff``) to half of it, an eval output tail, a final message or the
+    digest of its trajectory to an eighth; ``eval_output=False`` leaves eval output out."""
     assert rec.score is not None, "evidence comes from scored attempts only"
     piece = max(64, budget_bytes // 8)
     score = float(rec.score)
@@ -96,6 +106,7 @@ def attempt_evidence(
         eval_output=eval_output_tail(rec, piece) if eval_output and not solved else "",
         files_touched=files_touched(_read(diff_path, 4 * budget_bytes)),
         diff=_read(diff_path, budget_bytes // 2) if with_diff else "",
+        trajectory=trajectory_digest(run_dir / rec.attempt_dir, piece),
     )
 
 
@@ -113,7 +124,8 @@ def build_evidence(
     """Evidence of generation ``generation`` per task, from scored, non-hold-out attempts.
 
     Each piece is cut to a share of the one budget (``budget_bytes``): a diff
-    to half of it, an eval output tail or a final message to an eighth.
+    to half of it, an eval output tail, a final message or a trajectory's
+    digest to an eighth.
     ``eval_output=False`` (``--knowledge-eval-output none``) leaves eval output
     out entirely, for tasks whose eval output would reveal hidden tests.
     """

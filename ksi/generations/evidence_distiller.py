@@ -1,12 +1,14 @@
 """The ``evidence`` distiller: notes made of facts, with no model (deterministic, offline).
 
 Per task: the score history, the eval output of each failing attempt (what
-the tests said), the best attempt's diff, the agent's final messages and the
-files each attempt touched. One shared note says which tasks were solved.
-Earlier notes are carried forward, so a task's notes survive a generation
-that skipped it; a task's new score history replaces its earlier one, and the
-new shared summary the earlier summary (``Note.replaces``: the store marks
-them superseded).
+the tests said), what each attempt's trajectory shows (the commands that
+failed and why, when it first ran the tests, the commands it repeated, the
+files its tools named), the best attempt's diff, the agent's final messages
+and the files each attempt touched. One shared note says which tasks were
+solved. Earlier notes are carried forward, so a task's notes survive a
+generation that skipped it; a task's new score history replaces its earlier
+one, and the new shared summary the earlier summary (``Note.replaces``: the
+store marks them superseded).
 """
 
 from __future__ import annotations
@@ -15,8 +17,9 @@ from collections.abc import Iterator
 from typing import ClassVar
 
 from ksi.hookspecs import Register, hookimpl
-from ksi.knowledge.models import DistillRequest, DistillResult, Note, TaskEvidence
+from ksi.knowledge.models import AttemptEvidence, DistillRequest, DistillResult, Note, TaskEvidence
 from ksi.knowledge.render import code_span, fence
+from ksi.text import printable
 
 
 def _history_text(task: TaskEvidence) -> str:
@@ -25,6 +28,39 @@ def _history_text(task: TaskEvidence) -> str:
         for g, attempt, score in task.score_history
     ]
     return "Scores so far (scored attempts only):\n" + "\n".join(lines)
+
+
+def _trajectory_text(ev: AttemptEvidence) -> str:
+    """What the attempt's trajectory digest says, every quoted text inert (code spans,
+    fenced error lines with control characters shown as escapes)."""
+    d = ev.trajectory
+    assert d is not None
+    lines = [
+        f"What the agent did in {ev.attempt_id} (score {ev.score:.2f}): "
+        f"{d.steps} steps, {d.tool_calls} tool calls."
+    ]
+    if d.first_test_step is not None:
+        lines.append(
+            f"- It first ran the tests at step {d.first_test_step}: "
+            f"{code_span(d.first_test_command)}"
+        )
+    elif d.tool_calls:
+        lines.append("- It never ran the tests.")
+    if d.failed:
+        shown = f" ({len(d.failed)} shown)" if len(d.failed) < d.failed_total else ""
+        lines.append(f"- {d.failed_total} command(s) failed{shown}:")
+        for f in d.failed:
+            code = f" (exit {f.exit_code})" if f.exit_code is not None else ""
+            lines.append(f"  - step {f.step}: {code_span(f.command)}{code}")
+            if f.error_lines:
+                quoted = printable("\n".join(f.error_lines), multiline=True)
+                lines.append("    " + fence(quoted).replace("\n", "\n    "))
+    if d.repeated:
+        runs = ", ".join(f"{code_span(r.command)} x{r.times}" for r in d.repeated)
+        lines.append(f"- Commands it ran more than once, unchanged: {runs}")
+    if d.files:
+        lines.append("- Files its tools named: " + ", ".join(map(code_span, d.files)))
+    return "\n".join(lines)
 
 
 def _task_notes(task: TaskEvidence) -> Iterator[tuple[str, str, tuple[str, ...]]]:
@@ -38,6 +74,9 @@ def _task_notes(task: TaskEvidence) -> Iterator[tuple[str, str, tuple[str, ...]]
                 + fence(ev.eval_output),
                 (ev.attempt_id,),
             )
+    for ev in task.attempts:
+        if ev.trajectory is not None and ev.trajectory.steps:
+            yield "trajectory", _trajectory_text(ev), (ev.attempt_id,)
     best = task.attempts[0] if task.attempts else None
     if best is not None and best.diff.strip():
         verdict = "solved the task" if best.solved else "was the best attempt, but did not solve it"
@@ -116,7 +155,8 @@ class EvidenceDistiller:
     aliases: ClassVar[tuple[str, ...]] = ()
     description: ClassVar[str] = (
         "Notes made of facts from scored attempts (score history, eval output of failing "
-        "attempts, best diff, final messages, files touched); no model, deterministic."
+        "attempts, what their trajectories show, best diff, final messages, files touched); "
+        "no model, deterministic."
     )
 
     def distill(self, request: DistillRequest) -> DistillResult:

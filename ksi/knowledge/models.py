@@ -18,10 +18,18 @@ from typing import Any
 import attrs
 
 from ksi.models import Usage
+from ksi.trajectories.digest import TrajectoryDigest
 
-#: What a note says. The first five come from the ``evidence`` distiller (facts read
+#: What a note says. The first six come from the ``evidence`` distiller (facts read
 #: off attempts); the rest are what an ``agent`` distiller is asked to write.
-EVIDENCE_KINDS = ("best_diff", "eval_output", "final_message", "score_history", "files_touched")
+EVIDENCE_KINDS = (
+    "best_diff",
+    "eval_output",
+    "final_message",
+    "score_history",
+    "files_touched",
+    "trajectory",
+)
 INSIGHT_KINDS = (
     "insight",
     "constraint",
@@ -106,6 +114,9 @@ class AttemptEvidence:
     files_touched: tuple[str, ...] = ()
     #: Its diff against the starting files (only the task's best attempt carries one).
     diff: str = ""
+    #: What its trajectory shows (failed commands, first test run...); ``None`` when the
+    #: agent left none KSI could read.
+    trajectory: TrajectoryDigest | None = None
 
 
 @attrs.frozen

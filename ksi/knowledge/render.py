@@ -41,6 +41,7 @@ _KIND_ORDER = {
             "next_step",
             "rejected_hypothesis",
             "eval_output",
+            "trajectory",
             "score_history",
             "best_diff",
             "final_message",
