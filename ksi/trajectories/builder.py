@@ -199,10 +199,6 @@ class TrajectoryBuilder:
         if text not in self._notes:
             self._notes.append(text)
 
-    @property
-    def steps(self) -> int:
-        return len(self._steps)
-
     def build(self) -> Trajectory | None:
         """The trajectory read so far; ``None`` when no step was."""
         if not self._steps:

@@ -17,7 +17,7 @@ tool result answers a call of its own step (or none).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any
 
 import attrs
 
@@ -27,7 +27,6 @@ from ksi.models import Usage, total_usage
 ATIF_VERSION = "ATIF-v1.7"
 #: Who a step comes from: the user (the task's prompt), the agent (a model turn and
 #: what its tools returned) or the system (the CLI or KSI saying something).
-StepSource = Literal["user", "agent", "system"]
 SOURCES: tuple[str, ...] = ("user", "agent", "system")
 
 
