@@ -39,7 +39,10 @@ def with_totals(traj: Trajectory, usage: Usage) -> Trajectory:
             f"{', '.join(map(str, _tokens(steps)))}) differs from the run's totals "
             f"({', '.join(map(str, _tokens(usage)))}), which the attempt record holds."
         )
-    if usage.cost_usd is not None and steps.cost_usd is None:
+    if usage.cost_estimated:
+        table = usage.price_table or "its price table"
+        notes.append(f"The CLI reports no cost: KSI estimated the run's from {table}.")
+    elif usage.cost_usd is not None and steps.cost_usd is None:
         notes.append("The CLI reports its cost for the whole run only.")
     elif usage.cost_usd is not None and abs((steps.cost_usd or 0.0) - usage.cost_usd) > 1e-9:
         notes.append(

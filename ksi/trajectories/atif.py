@@ -6,7 +6,9 @@ tokens its own way: a step's ``prompt_tokens`` are *all* its input tokens,
 and cache writes apart (:class:`ksi.models.Usage`), so the cache writes go in
 ``metrics.extra.cache_write_tokens`` and reading a file back gives the same
 numbers. Exit codes and a CLI's "this call failed" go in each observation
-result's ``extra``; the workspace the paths are relative to in the root's.
+result's ``extra``; the workspace the paths are relative to in the root's; a
+cost KSI estimated (the CLI reported none) says so in ``final_metrics.extra``
+(``cost_estimated``, ``price_table``).
 
 :func:`from_atif` reads what :func:`to_atif` wrote, and is lenient with
 other producers' files where ATIF allows more (multimodal content parts are
@@ -53,6 +55,9 @@ def _final_metrics(usage: Usage, steps: int) -> dict[str, Any]:
     extra: dict[str, Any] = {"cache_write_tokens": usage.cache_write_tokens}
     if usage.turns is not None:
         extra["turns"] = usage.turns
+    if usage.cost_estimated:
+        extra["cost_estimated"] = True
+        extra["price_table"] = usage.price_table
     out["extra"] = extra
     return out
 
@@ -169,6 +174,8 @@ def _usage_from(metrics: Any, prefix: str, where: str) -> Usage | None:
         if isinstance(cost, int | float) and not isinstance(cost, bool)
         else None,
         turns=turns if isinstance(turns, int) and not isinstance(turns, bool) else None,
+        cost_estimated=extra.get("cost_estimated") is True,
+        price_table=str(extra.get("price_table") or ""),
     )
 
 
