@@ -98,7 +98,9 @@ object only: {"notes": [{"kind", "text", "task_id", "applies_when", "evidence",
 TASK_PROMPT = """\
 Task {task_id}. Below, as JSON: its prompt, this generation's graded attempts (best first:
 score, the agent's final message, files touched, the eval output of failing attempts, the
-best attempt's diff) and the score history, then the notes the attempts were given so far.
+best attempt's diff, and a digest of what the agent did: the commands that failed and
+their error lines, the step at which it first ran the tests, the commands it repeated, the
+files its tools named) and the score history, then the notes the attempts were given so far.
 
 Write at most {max_notes} notes about this task: "kind" one of {kinds}; "text" what the next
 agent should know; "task_id" "{task_id}"; "applies_when" when it applies ("" for always);
