@@ -45,3 +45,10 @@ class KnowledgeEvalOutput(enum.StrEnum):
 
     TAIL = "tail"
     NONE = "none"
+
+
+class KnowledgeTools(enum.StrEnum):
+    """``--knowledge-tools``: whether an agent whose CLI speaks MCP may query the store."""
+
+    OFF = "off"
+    ON = "on"

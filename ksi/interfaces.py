@@ -160,6 +160,9 @@ class Invocation:
     stdin: str | None = None
     cwd: str = "."
     endpoints: tuple[Endpoint, ...] = ()
+    #: Host programs the process starts by path besides its own (an MCP server's
+    #: interpreter): an environment that shows the host selectively shows these too.
+    programs: tuple[str, ...] = ()
 
 
 class EnvironmentHandle(Protocol):
@@ -272,6 +275,27 @@ class Environment(Protocol):
 
 
 @attrs.frozen
+class McpServer:
+    """A stdio MCP server an agent's CLI starts for the attempt (the knowledge tools).
+
+    Paths are as the agent's process sees them. Each CLI agent that speaks MCP
+    writes it into that CLI's own configuration for this attempt alone (a file
+    in the workspace, or flags), never the user's.
+    """
+
+    #: The server's name in the CLI's configuration (tools appear as ``mcp__<name>__<tool>``
+    #: in Claude Code).
+    name: str
+    command: str
+    args: tuple[str, ...] = ()
+    #: The tools it serves (a CLI that must allow tools by name allows these).
+    tools: tuple[str, ...] = ()
+
+    def argv(self) -> list[str]:
+        return [self.command, *self.args]
+
+
+@attrs.frozen
 class AgentContext:
     """What an agent is told about the attempt it is about to run."""
 
@@ -291,6 +315,9 @@ class AgentContext:
     #: ``isolates_agent``): an agent may then skip a sandbox of its own, which
     #: could not nest inside the environment's (Codex's ``sandbox=auto``).
     isolated: bool = False
+    #: MCP servers the agent's CLI should start (empty unless ``--knowledge-tools on``);
+    #: a CLI that cannot speak MCP ignores them.
+    mcp_servers: tuple[McpServer, ...] = ()
 
 
 @attrs.frozen
@@ -607,6 +634,10 @@ class EnvironmentBase(_Listed):
     """
 
     isolates_agent: ClassVar[bool] = True
+    #: Whether the agent's processes can run the host's programs (KSI's own Python among
+    #: them), as ``local`` and ``sandbox`` can and a container cannot: the knowledge
+    #: tools' MCP server is KSI's Python, started by the agent's CLI.
+    runs_host_programs: ClassVar[bool] = False
 
     def credential_warning(self, agent: str, names: Sequence[str]) -> str | None:
         """No warning."""

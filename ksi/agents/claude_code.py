@@ -36,8 +36,10 @@ in the ``result`` line, so steps carry no cost.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, ClassVar
 
 import attrs
@@ -60,6 +62,8 @@ from ksi.interfaces import AgentContext, ExecResult, Usage
 from ksi.models import AgentStatus
 from ksi.trajectories import Trajectory, TrajectoryBuilder, arguments, iso_time
 
+#: The attempt's MCP configuration (``--mcp-config``), relative to its workspace.
+MCP_CONFIG = ".ksi/claude-mcp.json"
 PERMISSION_MODES = ("bypassPermissions", "acceptEdits", "default", "plan")
 #: Result subtypes that mean a limit the user set was reached.
 _LIMIT_SUBTYPES = {"error_max_turns": "turn limit", "error_max_budget_usd": "budget limit"}
@@ -127,6 +131,7 @@ class ClaudeCodeAgent(CliAgent):
     binary: ClassVar[str] = "claude"
     #: Where its model calls go without a ``base_url`` (the sandbox lets it reach this).
     api_host: ClassVar[str] = "api.anthropic.com"
+    speaks_mcp: ClassVar[bool] = True
     install_command: ClassVar[str] = "npm install -g @anthropic-ai/claude-code"
     docs_url: ClassVar[str] = "https://docs.claude.com/en/docs/claude-code/headless"
     credential_env: ClassVar[tuple[str, ...]] = (
@@ -195,13 +200,40 @@ class ClaudeCodeAgent(CliAgent):
             argv += ["--max-turns", str(self.max_turns)]
         if self.max_budget_usd is not None:
             argv += ["--max-budget-usd", str(self.max_budget_usd)]
-        if self.allowed_tools:
-            argv += ["--allowedTools", self.allowed_tools]
+        servers = self.mcp_servers(ctx)
+        if servers:
+            # This attempt's servers only (--strict-mcp-config: none of the user's), their
+            # tools allowed whatever the permission mode.
+            argv += ["--mcp-config", self._mcp_config_path(ctx.workspace_path)]
+            argv += ["--strict-mcp-config"]
+        allowed = [self.allowed_tools] if self.allowed_tools else []
+        allowed += [f"mcp__{s.name}__{tool}" for s in servers for tool in s.tools]
+        if allowed:
+            argv += ["--allowedTools", ",".join(allowed)]
         if self.disallowed_tools:
             argv += ["--disallowedTools", self.disallowed_tools]
         if self.append_system_prompt:
             argv += ["--append-system-prompt", self.append_system_prompt]
         return argv, ctx.prompt
+
+    def setup(self, ctx: AgentContext) -> None:
+        super().setup(ctx)
+        servers = self.mcp_servers(ctx)
+        if servers:
+            config = {
+                "mcpServers": {
+                    s.name: {"type": "stdio", "command": s.command, "args": list(s.args)}
+                    for s in servers
+                }
+            }
+            path = Path(self._mcp_config_path(str(ctx.host_workspace)))
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+
+    @staticmethod
+    def _mcp_config_path(workspace: str) -> str:
+        """The attempt's ``--mcp-config`` file under ``workspace`` (the host's or the agent's)."""
+        return workspace.rstrip("/") + "/" + MCP_CONFIG
 
     def process_env(self, ctx: AgentContext) -> dict[str, str]:
         # No auto-update or telemetry traffic in the middle of an attempt.

@@ -42,6 +42,7 @@ from ksi.interfaces import (
     Endpoint,
     ExecResult,
     Invocation,
+    McpServer,
     Usage,
 )
 from ksi.models import AgentStatus, TaskSpec
@@ -304,6 +305,9 @@ class CliAgent(AgentBase):
     #: A trajectory file the CLI writes under ``<workspace>/.ksi/``, copied into
     #: the attempt directory by :meth:`outcome` (empty: stdout is the trajectory).
     trajectory_file: ClassVar[str] = ""
+    #: Whether the CLI can start the attempt's MCP servers (:attr:`AgentContext.mcp_servers`,
+    #: the knowledge tools); one that can writes them into its own per-attempt configuration.
+    speaks_mcp: ClassVar[bool] = False
 
     # attrs subclasses define: extra_args: str
 
@@ -397,7 +401,12 @@ class CliAgent(AgentBase):
             stdin=stdin,
             cwd=".",
             endpoints=self.endpoints(ctx),
+            programs=tuple(s.command for s in self.mcp_servers(ctx)),
         )
+
+    def mcp_servers(self, ctx: AgentContext) -> tuple[McpServer, ...]:
+        """The attempt's MCP servers this CLI is configured with (none unless it speaks MCP)."""
+        return ctx.mcp_servers if self.speaks_mcp else ()
 
     def endpoints(self, ctx: AgentContext) -> tuple[Endpoint, ...]:
         """Where the CLI's model calls go: ``base_url``, else its provider's API on port 443.

@@ -60,7 +60,7 @@ from ksi.agents.cli_base import (
     json_lines,
 )
 from ksi.hookspecs import hookimpl
-from ksi.interfaces import AgentContext, ExecResult, Usage
+from ksi.interfaces import AgentContext, ExecResult, McpServer, Usage
 from ksi.trajectories import Trajectory, TrajectoryBuilder, arguments, iso_time
 
 #: ``sandbox`` option -> Codex flags. ``danger-full-access`` is for
@@ -89,6 +89,18 @@ def provider_overrides(base_url: str) -> list[str]:
         'env_key="CODEX_API_KEY", wire_api="responses", supports_websockets=false}'
     )
     return ["-c", f"model_providers.{PROVIDER_ID}={table}", "-c", f"model_provider={PROVIDER_ID}"]
+
+
+def mcp_overrides(server: McpServer) -> list[str]:
+    """``-c`` overrides that give this invocation alone an MCP server (``mcp_servers.<name>``
+    of config.toml): the user's ``$CODEX_HOME`` is never written."""
+    key = f"mcp_servers.{server.name}"
+    return [
+        "-c",
+        f"{key}.command={json.dumps(server.command)}",
+        "-c",
+        f"{key}.args=[{', '.join(json.dumps(a) for a in server.args)}]",
+    ]
 
 
 def codex_homes(ctx: AgentContext, host_env: Mapping[str, str]) -> Iterator[Path]:
@@ -269,6 +281,7 @@ class CodexAgent(CliAgent):
     binary: ClassVar[str] = "codex"
     #: Where its model calls go without a ``base_url`` (the sandbox lets it reach this).
     api_host: ClassVar[str] = "api.openai.com"
+    speaks_mcp: ClassVar[bool] = True
     install_command: ClassVar[str] = "npm install -g @openai/codex"
     docs_url: ClassVar[str] = "https://developers.openai.com/codex/noninteractive"
     credential_env: ClassVar[tuple[str, ...]] = ("CODEX_API_KEY",)
@@ -304,6 +317,8 @@ class CodexAgent(CliAgent):
             argv += provider_overrides(self.base_url)
         if self.profile:
             argv += ["--profile", self.profile]
+        for server in self.mcp_servers(ctx):
+            argv += mcp_overrides(server)
         return argv, ctx.prompt
 
     def sandbox_mode(self, ctx: AgentContext) -> str:

@@ -235,6 +235,7 @@ class GeminiCliAgent(CliAgent):
     binary: ClassVar[str] = "gemini"
     #: Where its model calls go without a ``base_url`` (the sandbox lets it reach this).
     api_host: ClassVar[str] = "generativelanguage.googleapis.com"
+    speaks_mcp: ClassVar[bool] = True
     install_command: ClassVar[str] = "npm install -g @google/gemini-cli"
     docs_url: ClassVar[str] = "https://geminicli.com/docs/cli/headless/"
     #: What the CLI's headless auth check accepts (``GOOGLE_API_KEY`` alone is not
@@ -262,9 +263,14 @@ class GeminiCliAgent(CliAgent):
     #: More flags, shell-quoted, appended verbatim.
     extra_args: str = extra_args_field()
 
-    def own_settings(self) -> dict[str, Any]:
+    def own_settings(self, ctx: AgentContext) -> dict[str, Any]:
         """The settings only a settings file can give (empty: the user's own home is used)."""
         settings: dict[str, Any] = {}
+        servers = self.mcp_servers(ctx)
+        if servers:
+            settings["mcpServers"] = {
+                s.name: {"command": s.command, "args": list(s.args), "trust": True} for s in servers
+            }
         if self.base_url:
             settings["security"] = {"auth": {"selectedType": "gemini-api-key"}}
         if self.max_turns is not None:
@@ -273,7 +279,7 @@ class GeminiCliAgent(CliAgent):
 
     def setup(self, ctx: AgentContext) -> None:
         super().setup(ctx)
-        settings = self.own_settings()
+        settings = self.own_settings(ctx)
         if settings:
             path = ctx.host_workspace / ".ksi" / _HOME_SUBDIR / ".gemini" / "settings.json"
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -281,7 +287,7 @@ class GeminiCliAgent(CliAgent):
 
     def process_env(self, ctx: AgentContext) -> dict[str, str]:
         env: dict[str, str] = {}
-        if self.own_settings():
+        if self.own_settings(ctx):
             env["GEMINI_CLI_HOME"] = ctx.workspace_path.rstrip("/") + "/.ksi/" + _HOME_SUBDIR
         if self.base_url:
             env["GOOGLE_GEMINI_BASE_URL"] = self.base_url

@@ -95,6 +95,7 @@ class OpenCodeAgent(CliAgent):
     """The OpenCode CLI in ``run`` mode."""
 
     name: ClassVar[str] = "opencode"
+    speaks_mcp: ClassVar[bool] = True
     aliases: ClassVar[tuple[str, ...]] = ()
     description: ClassVar[str] = "OpenCode CLI (opencode run --format json)"
     binary: ClassVar[str] = "opencode"
@@ -160,9 +161,16 @@ class OpenCodeAgent(CliAgent):
 
     def process_env(self, ctx: AgentContext) -> dict[str, str]:
         env = {"OPENCODE_PERMISSION": self.permission, **NO_CATALOG_FETCH}
+        config: dict[str, Any] = {}
         if self.base_url:
             provider = ctx.model.split("/", 1)[0] if ctx.model and "/" in ctx.model else "openai"
-            config = {"provider": {provider: {"options": {"baseURL": self.base_url}}}}
+            config["provider"] = {provider: {"options": {"baseURL": self.base_url}}}
+        servers = self.mcp_servers(ctx)
+        if servers:
+            config["mcp"] = {
+                s.name: {"type": "local", "command": s.argv(), "enabled": True} for s in servers
+            }
+        if config:
             env["OPENCODE_CONFIG_CONTENT"] = json.dumps(config)
         return env
 

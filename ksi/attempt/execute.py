@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import sys
 import threading
 import time
 from pathlib import Path
@@ -58,7 +59,9 @@ from ksi.interfaces import (
     EnvironmentHandle,
     ExecResult,
     GivesFeedback,
+    McpServer,
 )
+from ksi.knowledge.tools import WORKSPACE_COPY, server_for, visible_copy
 from ksi.models import AgentStatus, EvalResult, EvalStatus, TaskSpec, total_usage
 from ksi.protected_files import ProtectRule
 from ksi.records import (
@@ -302,6 +305,15 @@ class _Attempt:
             path = workspace / item.path
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(item.content, encoding="utf-8")
+        tools = job.knowledge_tools
+        if tools is not None and Path(tools.store).is_file():
+            visible_copy(
+                Path(tools.store),
+                workspace / WORKSPACE_COPY,
+                run_id=job.run_id,
+                generation=job.generation,
+                exclude_tasks=tools.exclude_tasks,
+            )
         self.clock.add_time("seed", t)
         return seed
 
@@ -324,7 +336,16 @@ class _Attempt:
             host_workspace=workspace,
             model=job.settings.model,
             isolated=agent_is_isolated(self.components.environment),
+            mcp_servers=self._mcp_servers(workspace, ws_path),
         )
+
+    def _mcp_servers(self, workspace: Path, ws_path: str) -> tuple[McpServer, ...]:
+        """The knowledge tools' server over the attempt's copy of the store, run by this
+        Python (the driver checked that the environment runs host programs); none when
+        the store is not where the job runs (so there is no copy)."""
+        if self.job.knowledge_tools is None or not (workspace / WORKSPACE_COPY).is_file():
+            return ()
+        return (server_for(sys.executable, ws_path, self.job.task.id),)
 
     def _feedback_rounds(
         self,

@@ -20,6 +20,7 @@ from typing import Any, Literal
 
 import attrs
 
+from ksi.knowledge.tools import KnowledgeToolsJob
 from ksi.layout import RunLayout
 from ksi.models import TaskSpec
 from ksi.records import AttemptRecord, ErrorKind, KnowledgeRef
@@ -121,6 +122,8 @@ class AttemptJob:
     generation: int = 1
     #: Which notes ``context_files`` hold (journalled on its record; None: no notes).
     knowledge: KnowledgeRef | None = None
+    #: The knowledge tools' store and filters (``--knowledge-tools on``; None: no tools).
+    knowledge_tools: KnowledgeToolsJob | None = None
 
     @property
     def key(self) -> tuple[str, int, int]:

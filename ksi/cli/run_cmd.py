@@ -20,7 +20,13 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ksi.choices import EvalIn, EvalIsolation, KnowledgeEvalOutput, KnowledgeMode
+from ksi.choices import (
+    EvalIn,
+    EvalIsolation,
+    KnowledgeEvalOutput,
+    KnowledgeMode,
+    KnowledgeTools,
+)
 from ksi.cli.common import (
     AgentOption,
     EnvironmentOption,
@@ -281,6 +287,15 @@ def run_command(
             "in the run directory).",
         ),
     ] = None,
+    knowledge_tools: Annotated[
+        str,
+        typer.Option(
+            rich_help_panel="Generations",
+            help="on: agents whose CLI speaks MCP (claude-code, codex, gemini-cli, opencode) "
+            "may query the knowledge store, read-only, during an attempt (needs ksi[mcp]; "
+            "local or sandbox environment).",
+        ),
+    ] = "off",
 ) -> None:
     """Run an agent on every task, grade every attempt, and print the summary.
 
@@ -358,6 +373,9 @@ def run_command(
         "knowledge_budget_bytes": knowledge_budget,
         "seed_knowledge": str(seed_knowledge.resolve()) if seed_knowledge else None,
         "knowledge_db": str(knowledge_db.resolve()) if knowledge_db else None,
+        "knowledge_tools": _check_choice(
+            "--knowledge-tools", knowledge_tools, tuple(KnowledgeTools)
+        ),
     }
     if resume:
         # The stored configuration, with whatever this command line gives on top

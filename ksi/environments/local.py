@@ -208,6 +208,8 @@ class LocalEnvironment(EnvironmentBase):
 
     #: The agent runs as a plain host process (grading need not be isolated from it).
     isolates_agent: ClassVar[bool] = False
+    #: The agent's processes run the host's programs (the knowledge tools' server).
+    runs_host_programs: ClassVar[bool] = True
 
     def prepare(self, tasks: Sequence[TaskSpec]) -> None:
         """Nothing to build or check on local."""

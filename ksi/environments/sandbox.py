@@ -290,6 +290,8 @@ class SandboxHandle(LocalHandle):
         program = list(invocation.argv)
         shown = program_mounts(program[0], env.get("PATH", os.defpath), hidden, cwd=cwd)
         mounts = shown.bwrap_args()
+        for helper in invocation.programs:  # started by the program (an MCP server)
+            mounts += program_mounts(helper, env.get("PATH", os.defpath), hidden).bwrap_args()
         if relay is not None:
             interpreter = relay_interpreter()
             mounts += program_mounts(interpreter, "", hidden).bwrap_args()
@@ -344,6 +346,8 @@ class SandboxEnvironment(EnvironmentBase):
     )
     #: The agent runs in a bubblewrap sandbox, off the host.
     isolates_agent: ClassVar[bool] = True
+    #: The agent's processes run the host's programs (the knowledge tools' server).
+    runs_host_programs: ClassVar[bool] = True
 
     #: ``endpoints`` (default: the agent reaches the endpoints it declares, its model
     #: API, and nothing else; grading commands get no network), ``none`` (nothing)

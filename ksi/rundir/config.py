@@ -18,7 +18,13 @@ from typing import Any
 
 import attrs
 
-from ksi.choices import EvalIn, EvalIsolation, KnowledgeEvalOutput, KnowledgeMode
+from ksi.choices import (
+    EvalIn,
+    EvalIsolation,
+    KnowledgeEvalOutput,
+    KnowledgeMode,
+    KnowledgeTools,
+)
 from ksi.knowledge.choices import DEFAULT_KNOWLEDGE_BUDGET
 from ksi.limits import timeout_problem
 from ksi.models import TaskSpec
@@ -96,6 +102,9 @@ RESUME_RULES: dict[str, ResumeRule] = {
     "seed_knowledge_sha256": ResumeRule(_MATCH, "--seed-knowledge"),
     # The store a run reads notes from and writes to: another one would split its record.
     "knowledge_db": ResumeRule(_MATCH, "--knowledge-db"),
+    # What an attempt could look up: a generation half with the tools, half without, is
+    # neither arm.
+    "knowledge_tools": ResumeRule(_MATCH, "--knowledge-tools"),
 }
 #: Settings that must match once a run has several generations: generation g's attempt
 #: numbers follow from --attempts, and which tasks the next one runs from the threshold.
@@ -173,6 +182,8 @@ class RunConfig:
     #: The knowledge store (SQLite) the run reads earlier runs' notes from and adds its
     #: evidence and notes to (None: ``knowledge.sqlite`` in the run directory).
     knowledge_db: str | None = None
+    #: ``on``: agents whose CLI speaks MCP may query the store (docs/knowledge.md).
+    knowledge_tools: KnowledgeTools = KnowledgeTools.OFF
 
     def problems(self) -> list[str]:
         """What is out of range (the CLI checks its flags; ``ksi.run()`` callers get this)."""
@@ -206,6 +217,7 @@ class RunConfig:
             ("eval_isolation", EvalIsolation),
             ("knowledge", KnowledgeMode),
             ("knowledge_eval_output", KnowledgeEvalOutput),
+            ("knowledge_tools", KnowledgeTools),
         ):
             value = getattr(self, name)
             if value not in tuple(words):

@@ -14,8 +14,11 @@ import attrs
 from ksi.attempt.components import Components
 from ksi.attempt.envscrub import agent_optional_env, scrubbed_env
 from ksi.attempt.job import AttemptJob, AttemptSettings, ComponentSpec
+from ksi.choices import KnowledgeTools
+from ksi.generations.run_store import store_path
 from ksi.generations.steps import context_for, generation_of
 from ksi.knowledge.render import IndexedNotes
+from ksi.knowledge.tools import KnowledgeToolsJob
 from ksi.models import TaskSpec
 from ksi.rundir.config import RunConfig
 
@@ -82,6 +85,14 @@ class JobTemplate:
             ),
             agent_env={**agent_env, **run_tag},
             eval_env={**eval_env, **run_tag},
+            knowledge_tools=(
+                KnowledgeToolsJob(
+                    store=str(store_path(run_dir, cfg.knowledge_db)),
+                    exclude_tasks=tuple(cfg.holdout_task_ids or ()),
+                )
+                if cfg.knowledge_tools == KnowledgeTools.ON
+                else None
+            ),
         )
         return cls(base, cfg.attempts, cfg.knowledge_budget_bytes)
 

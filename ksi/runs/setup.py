@@ -31,10 +31,12 @@ from ksi.attempt.diskfull import disk_full_as_error
 from ksi.attempt.envscrub import missing_required
 from ksi.attempt.job import ComponentSpec
 from ksi.attempt.safety import credential_warning, endpoint_warning
+from ksi.choices import KnowledgeTools
 from ksi.errors import KsiWarning, RunError, UserInputError
 from ksi.generations.setup import GenerationSetup, resolve_generation_setup
 from ksi.generations.steps import needs_distillation
-from ksi.interfaces import Executor, TaskSource
+from ksi.interfaces import Environment, Executor, TaskSource
+from ksi.knowledge.tools import MISSING_EXTRA, mcp_installed
 from ksi.layout import RunLayout
 from ksi.models import TaskSpec
 from ksi.plugins import get_plugins
@@ -137,6 +139,8 @@ def preflight(config: RunConfig, run: ResolvedRun) -> None:
     if not needs_distillation(1, config):
         # A distiller that calls a model checks its key here, before any attempt spends.
         problems.extend(run.generations.distiller.preflight())
+    if config.knowledge_tools == KnowledgeTools.ON:
+        problems.extend(knowledge_tools_problems(run.components.environment))
     if problems:
         raise UserInputError("\n".join(problems))
     exposed = credential_warning(
@@ -151,6 +155,28 @@ def preflight(config: RunConfig, run: ResolvedRun) -> None:
     unreachable = endpoint_warning(run.components.environment, agent)
     if unreachable:
         warnings.warn(unreachable, KsiWarning, stacklevel=2)
+    if config.knowledge_tools == KnowledgeTools.ON and not getattr(agent, "speaks_mcp", False):
+        warnings.warn(
+            f"--knowledge-tools on: agent {component_name(agent)!r} does not speak MCP, so its "
+            "attempts get no knowledge tools (claude-code, codex, gemini-cli and opencode do)",
+            KsiWarning,
+            stacklevel=2,
+        )
+
+
+def knowledge_tools_problems(environment: Environment) -> list[str]:
+    """Why ``--knowledge-tools on`` cannot work here: the tools' MCP server is KSI's own
+    Python, which the agent's CLI starts where it runs, and it needs the ``mcp`` extra."""
+    problems = []
+    if not getattr(environment, "runs_host_programs", False):
+        problems.append(
+            f"--knowledge-tools on: the {component_name(environment)!r} environment cannot run "
+            "KSI's Python, which serves the tools to the agent (a container image holds no "
+            "KSI); use --environment local or sandbox, or --knowledge-tools off"
+        )
+    if not mcp_installed():
+        problems.append(MISSING_EXTRA)
+    return problems
 
 
 def open_run_dir(layout: RunLayout, config: RunConfig, run: ResolvedRun) -> tuple[RunState, bool]:
