@@ -76,6 +76,8 @@ SANDBOX_FLAGS = {
 REASONING_EFFORTS = ("", "minimal", "low", "medium", "high", "xhigh")
 #: The model provider id the ``base_url`` option defines.
 PROVIDER_ID = "ksi"
+#: How long Codex waits for an MCP server to start before its first turn.
+MCP_STARTUP_SEC = 60
 #: The session log KSI copies into the attempt directory.
 ROLLOUT_COPY = "codex.rollout.jsonl"
 #: How a tool's output in the session log states the command's exit status.
@@ -100,6 +102,13 @@ def mcp_overrides(server: McpServer) -> list[str]:
         f"{key}.command={json.dumps(server.command)}",
         "-c",
         f"{key}.args=[{', '.join(json.dumps(a) for a in server.args)}]",
+        # Codex's first model call otherwise need not wait for the server, whose tools
+        # are then missing from it (a loaded machine is enough): "catalog" waits until its
+        # tools are listed, for up to the timeout (the default 10 s is short for Python).
+        "-c",
+        f'{key}.startup_readiness="catalog"',
+        "-c",
+        f"{key}.startup_timeout_sec={MCP_STARTUP_SEC}",
     ]
 
 

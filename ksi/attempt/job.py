@@ -20,7 +20,6 @@ from typing import Any, Literal
 
 import attrs
 
-from ksi.knowledge.tools import KnowledgeToolsJob
 from ksi.layout import RunLayout
 from ksi.models import TaskSpec
 from ksi.records import AttemptRecord, ErrorKind, KnowledgeRef
@@ -91,6 +90,17 @@ class ContextFile:
             raise ValueError(
                 f"context file {value!r}: expected a relative path in the workspace, outside repo/"
             )
+
+
+@attrs.frozen
+class KnowledgeToolsJob:
+    """The store an attempt's knowledge tools answer from (``--knowledge-tools on``; see
+    :mod:`ksi.knowledge.tools`), as a path where the job runs, and what they never show."""
+
+    #: The live store, as a path where the job runs.
+    store: str
+    #: Tasks no answer may be about (the run's hold-outs).
+    exclude_tasks: tuple[str, ...] = ()
 
 
 @attrs.frozen

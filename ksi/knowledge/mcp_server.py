@@ -29,8 +29,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--exclude", action="append", default=[], help="a task never answered")
     args = parser.parse_args(argv)
     try:
-        # The SDK, only here: a run without the tools never needs the extra.
+        # optional: the SDK (the mcp extra), only here: a run without the tools never needs it.
         from mcp.server.mcpserver import MCPServer
+        from mcp.types import ToolAnnotations
     except ImportError:
         print("the knowledge tools need the MCP SDK: pip install 'ksi[mcp]'", file=sys.stderr)
         return 2
@@ -45,6 +46,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         # the thread that made it. Opening a read-only file costs a millisecond.
         return contextlib.closing(KnowledgeDB.open(args.db, readonly=True))
 
+    # Every tool only reads: a CLI that asks before a tool that may change something
+    # (Codex's exec mode refuses such a call outright) lets these run.
+    read_only = ToolAnnotations(read_only_hint=True, destructive_hint=False, open_world_hint=False)
     excluded = tuple(args.exclude)
     own_task: str = args.task
     server = MCPServer(
@@ -54,21 +58,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         + (f" Your task is {own_task!r}." if own_task else ""),
     )
 
-    @server.tool()
+    @server.tool(annotations=read_only)
     def knowledge_search(query: str, task: str = "") -> str:
         """Search the knowledge store's notes, attempt evidence and posts (every word must
         match; word* matches a prefix). Give task to search only what is about that task."""
         with store() as db:
             return answer_search(db, query, task or None, exclude_tasks=excluded)
 
-    @server.tool()
+    @server.tool(annotations=read_only)
     def knowledge_note(id: str) -> str:
         """One note whole (by the id search or KNOWLEDGE.md gives): its text, status, the
         attempts it cites and how the attempts that received it scored."""
         with store() as db:
             return answer_note(db, id, exclude_tasks=excluded)
 
-    @server.tool()
+    @server.tool(annotations=read_only)
     def knowledge_task(task_id: str) -> str:
         """A task's score history (every scored attempt the store holds) and its notes."""
         with store() as db:

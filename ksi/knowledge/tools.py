@@ -28,8 +28,6 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-import attrs
-
 from ksi.interfaces import McpServer
 from ksi.knowledge.db import KnowledgeDB
 from ksi.knowledge.queries import note_detail, search, task_history
@@ -55,16 +53,6 @@ SEARCH_LIMIT = 10
 def mcp_installed() -> bool:
     """Whether the ``mcp`` extra is importable here (without importing it: start-up)."""
     return importlib.util.find_spec("mcp") is not None
-
-
-@attrs.frozen
-class KnowledgeToolsJob:
-    """What an attempt job carries when its agent gets the tools (see the module docstring)."""
-
-    #: The live store, as a path where the job runs.
-    store: str
-    #: Tasks no answer may be about (the run's hold-outs).
-    exclude_tasks: tuple[str, ...] = ()
 
 
 def server_for(python: str, workspace_path: str, task_id: str) -> McpServer:
@@ -221,7 +209,6 @@ __all__ = [
     "SERVER_NAME",
     "TOOL_NAMES",
     "WORKSPACE_COPY",
-    "KnowledgeToolsJob",
     "answer_note",
     "answer_search",
     "answer_task",

@@ -13,12 +13,11 @@ import attrs
 
 from ksi.attempt.components import Components
 from ksi.attempt.envscrub import agent_optional_env, scrubbed_env
-from ksi.attempt.job import AttemptJob, AttemptSettings, ComponentSpec
+from ksi.attempt.job import AttemptJob, AttemptSettings, ComponentSpec, KnowledgeToolsJob
 from ksi.choices import KnowledgeTools
 from ksi.generations.run_store import store_path
 from ksi.generations.steps import context_for, generation_of
 from ksi.knowledge.render import IndexedNotes
-from ksi.knowledge.tools import KnowledgeToolsJob
 from ksi.models import TaskSpec
 from ksi.rundir.config import RunConfig
 

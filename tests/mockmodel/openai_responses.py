@@ -74,6 +74,7 @@ def _items(step: ToolCall | Answer, index: int) -> list[dict[str, Any]]:
                 "name": step.name,
                 "arguments": json.dumps(step.arguments),
                 "status": "completed",
+                **({"namespace": step.namespace} if step.namespace else {}),
             }
         )
     return items

@@ -77,6 +77,9 @@ class ToolCall:
     usage: MockUsage = MockUsage(100, 20)
     #: Text the model says before the call (some APIs carry both in one message).
     text: str = ""
+    #: The Responses API's tool namespace the function is in (Codex offers an MCP
+    #: server's tools as namespace ``mcp__<server>``); empty: none.
+    namespace: str = ""
 
 
 @attrs.frozen
