@@ -1,5 +1,5 @@
 """The knowledge tools through real agent CLIs: ``ksi run --knowledge-tools on`` with
-the real Claude Code and Codex against the mock model, whose scripted turn calls
+the real Claude Code, Gemini CLI and Codex against the mock model, whose scripted turn calls
 ``knowledge_search`` as the CLI names it; the tool result the CLI sends back to the
 model holds the note an earlier run left in the shared store.
 """
@@ -40,12 +40,15 @@ def _bodies(run: MockRun) -> list[str]:
     return [json.dumps(r.body) for r in run.served_requests()]
 
 
-def _check(run: MockRun, tool: str) -> None:
+def _check(run: MockRun, tool: str, calls_at: int = 0) -> None:
+    """``tool`` was offered in the request whose answer calls it (``calls_at``), the note
+    was not in any request before the call, and a later request carries the result."""
     assert run.proc.returncode == 0, run.describe()
     bodies = _bodies(run)
-    assert tool in bodies[0], f"the CLI did not offer {tool} to the model: {bodies[0][:3000]}"
-    assert "Quokkaflux" not in bodies[0], "the note reached the model before the tool call"
-    answered = [b for b in bodies[1:] if "Quokkaflux" in b]
+    offered = bodies[calls_at]
+    assert tool in offered, f"the CLI did not offer {tool} to the model: {offered[:3000]}"
+    assert not any("Quokkaflux" in b for b in bodies[: calls_at + 1]), "the note came early"
+    answered = [b for b in bodies[calls_at + 1 :] if "Quokkaflux" in b]
     assert answered, f"no tool result held the note: {run.describe()}"
     assert "never echo -e" in answered[0]
     assert run.record["score"] == 1.0, run.describe()
@@ -93,6 +96,10 @@ def test_codex_calls_knowledge_search_and_gets_the_note(tmp_path: Path) -> None:
         env={"CODEX_API_KEY": "sk-mock-key"},
         model="gpt-5-codex",
         script=[
+            # Codex starts its MCP servers beside the first model call, not before it: a busy
+            # machine may not have the server's tools ready for it, as a model would look
+            # around first anyway. The second call uses the tool.
+            ToolCall("exec_command", {"cmd": "ls"}),
             # Codex offers an MCP server's tools in a namespace of the Responses API.
             ToolCall("knowledge_search", {"query": "quokkaflux printf"}, namespace="mcp__ksi"),
             ToolCall("exec_command", {"cmd": WRITE_HELLO}),
@@ -100,4 +107,24 @@ def test_codex_calls_knowledge_search_and_gets_the_note(tmp_path: Path) -> None:
         ],
         args=["--knowledge-tools", "on", "--knowledge-db", str(_store(tmp_path))],
     )
-    _check(run, '"name": "mcp__ksi"')
+    _check(run, '"name": "mcp__ksi"', calls_at=1)
+
+
+def test_gemini_cli_calls_knowledge_search_and_gets_the_note(tmp_path: Path) -> None:
+    run = ksi_run_with_mock(
+        tmp_path,
+        agent="gemini-cli",
+        env={"GEMINI_API_KEY": "mock-gemini-key"},
+        model="gemini-2.5-pro",
+        script=[
+            # Gemini CLI names an MCP server's tools mcp_<server>_<tool>, and discovers them
+            # before its first model call.
+            ToolCall(
+                "mcp_ksi_knowledge_search", {"query": "quokkaflux printf"}, MockUsage(300, 20)
+            ),
+            ToolCall("run_shell_command", {"command": WRITE_HELLO}),
+            Answer("Done: hello.txt written, as the note said."),
+        ],
+        args=["--knowledge-tools", "on", "--knowledge-db", str(_store(tmp_path))],
+    )
+    _check(run, '"name": "mcp_ksi_knowledge_search"')

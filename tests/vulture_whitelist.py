@@ -71,8 +71,10 @@ _.show_generations
 # attrs compares it (order=True): retries ready at the same time keep their order.
 _.sequence
 
-# Being replaced by an enum on another branch.
-_.ATTEMPT_STATUSES
+# The MCP server's tools: the SDK calls them by the names its decorator registered.
+_.knowledge_search
+_.knowledge_note
+_.knowledge_task
 # The knowledge store's writer of forum posts: the forum (issue 25's successor) calls it;
 # search already reads posts (tests/test_knowledge_store.py).
 _.put_posts
