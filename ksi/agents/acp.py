@@ -218,6 +218,15 @@ def _outcome_of(session: AcpSession) -> tuple[str | None, str]:
     return _STOP_STATUS.get(reason, AgentStatus.CRASHED), f"the ACP agent stopped: {reason}"
 
 
+def _no_client(python: str, why: str) -> str:
+    """Why KSI's client did not run, and what the environment needs for it."""
+    return (
+        f"KSI's ACP client did not start under {python!r} ({why}): the environment needs "
+        f"Python 3.10+ with the agent-client-protocol package ({acp_client.INSTALL_HINT}), "
+        "or the acp agent's python option naming such a Python"
+    )
+
+
 @attrs.frozen
 class AcpAgent(AgentBase):
     """An ACP agent over stdio, driven by KSI's client in the attempt's environment."""
@@ -289,13 +298,8 @@ class AcpAgent(AgentBase):
         session = read_session(ctx.host_workspace / ".ksi" / LOG_FILE)
         if not session.started:
             stderr = read_tail(result.stderr_path, 2000).strip() if result.stderr_path else ""
-            return Parsed(
-                error=f"KSI's ACP client did not start under {self.interpreter(ctx)!r}: the "
-                "environment needs Python 3.10+ with the agent-client-protocol package "
-                f"({acp_client.INSTALL_HINT}), or the python option naming one"
-                + (f"; stderr: {stderr}" if stderr else ""),
-                status=AgentStatus.ERROR,
-            )
+            why = f"stderr: {stderr}" if stderr else "it wrote no log"
+            return Parsed(error=_no_client(self.interpreter(ctx), why), status=AgentStatus.ERROR)
         status, error = _outcome_of(session)
         return Parsed(
             usage=acp_usage(session),
@@ -312,11 +316,7 @@ class AcpAgent(AgentBase):
         keep_ksi_file(ctx, LOG_FILE)
         python = self.interpreter(ctx)
         if result.spawn_error:
-            return AgentOutcome(
-                AgentStatus.ERROR,
-                error=f"could not start KSI's ACP client under {python!r}: "
-                f"{result.spawn_error}; {acp_client.INSTALL_HINT}",
-            )
+            return AgentOutcome(AgentStatus.ERROR, error=_no_client(python, result.spawn_error))
         try:
             parsed = self.parse(ctx, result)
         except Exception as exc:  # a parser bug must not lose the attempt

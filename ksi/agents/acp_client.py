@@ -129,10 +129,9 @@ class KsiClient:
 
 
 async def converse(args: argparse.Namespace, log: SessionLog) -> int:
-    """One session: initialize, (authenticate), new session, (mode), one prompt turn."""
-    # The protocol package is optional (KSI's ``acp`` extra): imported only here.
-    from acp import PROTOCOL_VERSION, RequestError, spawn_agent_process, text_block
-    from acp.schema import ClientCapabilities, Implementation
+    """Start the ACP agent, hold one session with it, end it."""
+    # optional: the protocol package (KSI's ``acp`` extra), imported only here
+    from acp import spawn_agent_process
 
     with open(args.prompt_file, encoding="utf-8") as fh:
         prompt = fh.read()
@@ -145,51 +144,74 @@ async def converse(args: argparse.Namespace, log: SessionLog) -> int:
     # stderr=None: the agent's stderr is ours (the attempt's agent.stderr.log); a pipe
     # nobody reads would stall a chatty agent.
     transport = {"stderr": None, "limit": _STREAM_LIMIT}
-    stage = "initialize"
     async with spawn_agent_process(
         client, argv[0], *argv[1:], env=dict(os.environ), cwd=cwd, transport_kwargs=transport
     ) as (conn, proc):
         try:
-            init = await conn.initialize(
-                protocol_version=PROTOCOL_VERSION,
-                client_capabilities=ClientCapabilities(),
-                client_info=Implementation(name="ksi", version=args.client_version),
-            )
-            log.write(
-                "initialized",
-                protocol_version=init.protocol_version,
-                agent=_wire(init.agent_info) if init.agent_info else None,
-                auth_methods=[m.id for m in init.auth_methods or [] if hasattr(m, "id")],
-            )
-            if args.auth:
-                stage = "authenticate"
-                await conn.authenticate(method_id=args.auth)
-            stage = "session"
-            session = await conn.new_session(cwd=cwd, mcp_servers=[])
-            log.write("session", session_id=session.session_id)
-            if args.mode:
-                stage = "mode"
-                await conn.set_session_mode(session_id=session.session_id, mode_id=args.mode)
-                log.write("mode", mode=args.mode)
-            stage = "prompt"
-            result = await conn.prompt(session_id=session.session_id, prompt=[text_block(prompt)])
-        except RequestError as exc:
-            log.write("error", stage=stage, message=str(exc), code=exc.code, data=exc.data)
-            print(f"ACP {stage} failed: {exc} {exc.data or ''}", file=sys.stderr)
-            return EXIT_FAILED
-        except ConnectionError:
-            code = await _exit_code(proc)
-            message = f"the ACP agent closed the connection during {stage} (exit code {code})"
-            log.write("error", stage=stage, message=message, code=None, data=None)
-            print(message, file=sys.stderr)
-            return EXIT_FAILED
-        log.write(
-            "result",
-            stop_reason=result.stop_reason,
-            usage=_wire(result.usage) if result.usage else None,
-            meta=result.field_meta,
+            return await _turn(args, log, conn, proc, prompt, cwd)
+        finally:
+            # A process the agent started may still hold its stdout open: asyncio then
+            # closes the pipe only at exit, after the loop ("Event loop is closed").
+            pipes = getattr(proc, "_transport", None)
+            if pipes is not None:
+                pipes.close()
+
+
+async def _turn(
+    args: argparse.Namespace,
+    log: SessionLog,
+    conn: Any,
+    proc: asyncio.subprocess.Process,
+    prompt: str,
+    cwd: str,
+) -> int:
+    """initialize, (authenticate), session/new, (session/set_mode), session/prompt."""
+    # optional: the protocol package (see converse)
+    from acp import PROTOCOL_VERSION, RequestError, text_block
+    from acp.schema import ClientCapabilities, Implementation
+
+    stage = "initialize"
+    try:
+        init = await conn.initialize(
+            protocol_version=PROTOCOL_VERSION,
+            client_capabilities=ClientCapabilities(),
+            client_info=Implementation(name="ksi", version=args.client_version),
         )
-        _say(f"[end] {result.stop_reason}")
+        log.write(
+            "initialized",
+            protocol_version=init.protocol_version,
+            agent=_wire(init.agent_info) if init.agent_info else None,
+            auth_methods=[m.id for m in init.auth_methods or [] if hasattr(m, "id")],
+        )
+        if args.auth:
+            stage = "authenticate"
+            await conn.authenticate(method_id=args.auth)
+        stage = "session"
+        session = await conn.new_session(cwd=cwd, mcp_servers=[])
+        log.write("session", session_id=session.session_id)
+        if args.mode:
+            stage = "mode"
+            await conn.set_session_mode(session_id=session.session_id, mode_id=args.mode)
+            log.write("mode", mode=args.mode)
+        stage = "prompt"
+        result = await conn.prompt(session_id=session.session_id, prompt=[text_block(prompt)])
+    except RequestError as exc:
+        log.write("error", stage=stage, message=str(exc), code=exc.code, data=exc.data)
+        print(f"ACP {stage} failed: {exc} {exc.data or ''}", file=sys.stderr)
+        return EXIT_FAILED
+    except ConnectionError:
+        code = await _exit_code(proc)
+        message = f"the ACP agent closed the connection during {stage} (exit code {code})"
+        log.write("error", stage=stage, message=message, code=None, data=None)
+        print(message, file=sys.stderr)
+        return EXIT_FAILED
+    log.write(
+        "result",
+        stop_reason=result.stop_reason,
+        usage=_wire(result.usage) if result.usage else None,
+        meta=result.field_meta,
+    )
+    _say(f"[end] {result.stop_reason}")
     return 0
 
 
