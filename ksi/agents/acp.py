@@ -93,10 +93,8 @@ def _string(_inst: object, attribute: attrs.Attribute[str], value: object) -> No
 class AcpSession:
     """What one session's log says (see :mod:`ksi.agents.acp_client` for the format)."""
 
-    #: Every ``update`` line's update, in order, as the protocol sent it.
-    updates: tuple[Mapping[str, Any], ...] = ()
-    #: Every ``permission`` line.
-    permissions: tuple[Mapping[str, Any], ...] = ()
+    #: The ``update`` and ``permission`` lines, in the order they came.
+    events: tuple[Mapping[str, Any], ...] = ()
     #: ``agentInfo`` from ``initialize`` (``name``, ``version``), when given.
     agent: Mapping[str, Any] = attrs.field(factory=dict)
     auth_methods: tuple[str, ...] = ()
@@ -108,19 +106,21 @@ class AcpSession:
     #: Whether the log has any line at all (the client started).
     started: bool = False
 
+    @property
+    def updates(self) -> list[Mapping[str, Any]]:
+        """Every ``session/update``'s update, in order, as the protocol sent it."""
+        return [as_dict(e.get("update")) for e in self.events if e.get("event") == "update"]
+
 
 def read_session(path: Path) -> AcpSession:
     """The session a log holds; an empty session when there is no log."""
-    updates: list[Mapping[str, Any]] = []
-    permissions: list[Mapping[str, Any]] = []
+    events: list[Mapping[str, Any]] = []
     fields: dict[str, Any] = {}
     for line in json_lines(path):
         fields["started"] = True
         event = line.get("event")
-        if event == "update":
-            updates.append(as_dict(line.get("update")))
-        elif event == "permission":
-            permissions.append(line)
+        if event in ("update", "permission"):
+            events.append(line)
         elif event == "initialized":
             fields["agent"] = as_dict(line.get("agent"))
             methods = line.get("auth_methods")
@@ -131,7 +131,7 @@ def read_session(path: Path) -> AcpSession:
             fields["result"] = line
         elif event == "error":
             fields["error"] = line
-    return AcpSession(tuple(updates), tuple(permissions), **fields)
+    return AcpSession(tuple(events), **fields)
 
 
 def acp_usage(session: AcpSession) -> Usage:
