@@ -262,7 +262,7 @@ class AcpAgent(AgentBase):
         """The Python the client runs under (see :attr:`python`)."""
         if self.python:
             return self.python
-        sees_host = Path(ctx.workspace_path) == ctx.host_workspace.resolve()
+        sees_host = Path(ctx.workspace_path).resolve() == ctx.host_workspace.resolve()
         return sys.executable if sees_host else "python3"
 
     def setup(self, ctx: AgentContext) -> None:
