@@ -16,8 +16,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from atif_validator import HarborValidator
 from mockmodel import Answer, HttpError, MockUsage, ToolCall
-from real_agents import HELLO_TASK, WRITE_HELLO, MockRun, ksi_run_with_mock
+from real_agents import (
+    HELLO_TASK,
+    WRITE_AND_SHOW_HELLO,
+    WRITE_HELLO,
+    MockRun,
+    ksi_run_with_mock,
+)
 
 pytestmark = pytest.mark.real_cli
 
@@ -64,6 +71,29 @@ def events(log: list[dict[str, Any]], event: str) -> list[dict[str, Any]]:
     return [line for line in log if line["event"] == event]
 
 
+def traj_call(
+    run: MockRun, harbor: HarborValidator, command: str
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The trajectory's call of the shell ``command`` and the results that answer it;
+    Harbor's validator accepts the file, step 1 is the prompt, the totals are the record's."""
+    harbor.check(run.attempt_file("trajectory.json"))
+    doc = run.trajectory()
+    steps = doc["steps"]
+    assert steps[0]["source"] == "user" and "hello.txt" in steps[0]["message"]
+    calls = [c for s in steps for c in s.get("tool_calls", [])]
+    found = [c for c in calls if c["arguments"].get("command") == command]
+    assert found, calls
+    results = [
+        r
+        for s in steps
+        for r in (s.get("observation") or {}).get("results", [])
+        if r.get("source_call_id") == found[0]["tool_call_id"]
+    ]
+    usage = run.record["usage"]
+    assert doc["final_metrics"]["total_completion_tokens"] == usage["output_tokens"]
+    return found[0], results
+
+
 @pytest.mark.parametrize(
     "environment",
     [
@@ -78,7 +108,7 @@ def events(log: list[dict[str, Any]], event: str) -> list[dict[str, Any]]:
     ],
 )
 def test_gemini_over_acp_solves_a_task_asking_permission_for_the_mocks_tool_call(
-    tmp_path: Path, environment: str
+    tmp_path: Path, environment: str, harbor: HarborValidator
 ) -> None:
     run = acp_run(
         tmp_path,
@@ -113,9 +143,18 @@ def test_gemini_over_acp_solves_a_task_asking_permission_for_the_mocks_tool_call
     ]
     assert done, log
     assert events(log, "result")[0]["stop_reason"] == "end_turn"
+    # The trajectory: Gemini CLI gives no input for a call (its title is the command line)
+    # and no output for a shell call, only that it completed.
+    call, results = traj_call(run, harbor, WRITE_HELLO)
+    assert call["function_name"] == "execute"
+    assert [r["extra"] for r in results] == [{"failed": False}]
+    doc = run.trajectory()
+    assert doc["steps"][-1]["message"] == "hello.txt is in place."
+    assert doc["agent"]["version"] == "gemini-cli 0.61.0"
+    assert "1 permission request(s): 1 allow_once" in doc["notes"]
 
 
-def test_permission_deny_rejects_the_tool_call(tmp_path: Path) -> None:
+def test_permission_deny_rejects_the_tool_call(tmp_path: Path, harbor: HarborValidator) -> None:
     run = acp_run(
         tmp_path,
         "permission=deny",
@@ -130,6 +169,10 @@ def test_permission_deny_rejects_the_tool_call(tmp_path: Path) -> None:
     assert (asked["policy"], asked["chosen"]["kind"]) == ("deny", "reject_once")
     assert rec["final_message"] == "I was not allowed to write hello.txt."
     assert len(run.served) == 2  # the model heard of the rejection and answered
+    _, results = traj_call(run, harbor, WRITE_HELLO)
+    assert [(r["content"], r["extra"]) for r in results] == [
+        ("KSI's permission policy answered reject_once.", {"failed": True})
+    ]
 
 
 def test_a_session_mode_that_approves_everything_asks_nothing(tmp_path: Path) -> None:
@@ -163,7 +206,9 @@ def test_bad_key_is_an_auth_error_that_stops_the_run(tmp_path: Path) -> None:
     assert message in rec["error"] and "ACP prompt failed" in rec["error"]
 
 
-def test_claude_code_over_acp_reports_acp_usage_and_cost(tmp_path: Path) -> None:
+def test_claude_code_over_acp_reports_acp_usage_and_cost(
+    tmp_path: Path, harbor: HarborValidator
+) -> None:
     """Zed's adapter for the Claude Agent SDK: ACP's own usage on the turn's response and
     the session's cost in its ``usage_update``; the tool call comes with its input."""
     run = ksi_run_with_mock(
@@ -173,7 +218,7 @@ def test_claude_code_over_acp_reports_acp_usage_and_cost(tmp_path: Path) -> None
         agent_options=["cmd=claude-agent-acp", "endpoints={mock_url}"],
         args=["--agent-env", "ANTHROPIC_API_KEY", "--agent-env", "ANTHROPIC_BASE_URL"],
         script=[
-            ToolCall("Bash", {"command": WRITE_HELLO}, MockUsage(1100, 40, 2000, 300)),
+            ToolCall("Bash", {"command": WRITE_AND_SHOW_HELLO}, MockUsage(1100, 40, 2000, 300)),
             Answer("hello.txt is in place.", MockUsage(1300, 20, 0)),
         ],
     )
@@ -194,6 +239,11 @@ def test_claude_code_over_acp_reports_acp_usage_and_cost(tmp_path: Path) -> None
     ]
     assert costs and usage["cost_usd"] == pytest.approx(costs[-1]) and costs[-1] > 0
     [asked] = events(log, "permission")
-    assert asked["tool_call"]["rawInput"] == {"command": WRITE_HELLO}
+    assert asked["tool_call"]["rawInput"] == {"command": WRITE_AND_SHOW_HELLO}
     assert asked["chosen"]["kind"] == "allow_once"
     assert {r.headers.get("x-api-key") for r in run.served_requests()} == {"sk-ant-mock"}
+    # The trajectory: the call as the model sent it (rawInput), its output as the tool gave it.
+    call, results = traj_call(run, harbor, WRITE_AND_SHOW_HELLO)
+    assert call["arguments"] == {"command": WRITE_AND_SHOW_HELLO}
+    assert len(results) == 1 and "hello" in results[0]["content"]
+    assert run.trajectory()["final_metrics"]["total_cost_usd"] == usage["cost_usd"]

@@ -17,7 +17,8 @@ process sees the host's files (``local``, ``sandbox``) and the environment's
 package). The client starts ``cmd`` with ``/bin/sh -c`` in the workspace,
 sends the prompt as one turn, answers permission requests per ``permission``
 and logs the session; KSI reads the log on the host (:func:`read_session`)
-for the outcome and keeps it in the attempt directory as ``acp-session.jsonl``.
+for the outcome and the trajectory (:func:`acp_trajectory`) and keeps it in the
+attempt directory as ``acp-session.jsonl``.
 
 What a status means here: the turn's stop reason ``end_turn`` is
 ``completed``; ``max_turn_requests`` is ``budget_exceeded``; ``max_tokens``,
@@ -58,6 +59,7 @@ from ksi.hookspecs import Register, hookimpl
 from ksi.interfaces import AgentBase, AgentContext, AgentOutcome, ExecResult, Invocation
 from ksi.models import AgentStatus, Usage
 from ksi.proc import read_tail
+from ksi.trajectories import Trajectory, TrajectoryBuilder, arguments, iso_time
 
 #: The session log the client writes in the workspace's ``.ksi/`` (kept in the attempt dir).
 LOG_FILE = "acp-session.jsonl"
@@ -218,6 +220,146 @@ def _outcome_of(session: AcpSession) -> tuple[str | None, str]:
     return _STOP_STATUS.get(reason, AgentStatus.CRASHED), f"the ACP agent stopped: {reason}"
 
 
+#: A tool call's last status, once it has one of these, is its result.
+_FINISHED = ("completed", "failed")
+
+
+def _call_facts(session: AcpSession) -> dict[str, dict[str, Any]]:
+    """What the session says of each tool call, over all its updates and its permission
+    request (an update may add the input or a better title later): the last of each."""
+    facts: dict[str, dict[str, Any]] = {}
+    for event in session.events:
+        call = as_dict(
+            event.get("update") if event["event"] == "update" else event.get("tool_call")
+        )
+        cid = call.get("toolCallId")
+        if not isinstance(cid, str):
+            continue
+        known = facts.setdefault(cid, {})
+        for key in ("title", "kind", "rawInput", "locations"):
+            if call.get(key) not in (None, "", {}, []):
+                known[key] = call[key]
+    return facts
+
+
+def _arguments(facts: Mapping[str, Any]) -> dict[str, Any]:
+    """A call's arguments: its ``rawInput``; without one, its title (for a command, the
+    command line) and the paths it names."""
+    if facts.get("rawInput") not in (None, "", {}):
+        return arguments(facts["rawInput"])
+    title = str(facts.get("title") or "")
+    args: dict[str, Any] = {"title": title}
+    if facts.get("kind") == "execute" and title:
+        args["command"] = title
+    paths = [as_dict(loc).get("path") for loc in facts.get("locations") or ()]
+    if any(isinstance(p, str) for p in paths):
+        args["paths"] = [p for p in paths if isinstance(p, str)]
+    return args
+
+
+def _output(update: Mapping[str, Any]) -> str:
+    """A finished call's output: its content (text; an edit as the path and new text; a
+    terminal by id), else its ``rawOutput``."""
+    parts: list[str] = []
+    for item in update.get("content") or ():
+        item = as_dict(item)
+        if item.get("type") == "content":
+            parts.append(_text(item.get("content")))
+        elif item.get("type") == "diff":
+            parts.append(f"edited {item.get('path')}:\n{item.get('newText') or ''}")
+        elif item.get("type") == "terminal":
+            parts.append(f"[terminal {item.get('terminalId')}]")
+    text = "\n".join(p for p in parts if p)
+    raw = update.get("rawOutput")
+    if not text and raw not in (None, ""):
+        text = raw if isinstance(raw, str) else json.dumps(raw, default=str)
+    return text
+
+
+def _plan(update: Mapping[str, Any]) -> str:
+    entries = [as_dict(e) for e in update.get("entries") or ()]
+    lines = [f"- [{e.get('status', '')}] {e.get('content', '')}" for e in entries]
+    return "Plan:\n" + "\n".join(lines)
+
+
+def acp_trajectory(name: str, ctx: AgentContext, session: AcpSession) -> Trajectory | None:
+    """The session as ATIF steps: the prompt, then one agent step per stretch of the
+    agent's text and tool calls, a new one after tool results (ACP does not mark model
+    calls); each call with its arguments and its result, a call KSI's policy rejected
+    with that answer as a failed result, a plan as reasoning. ACP reports usage for the
+    whole turn only, so the steps carry none."""
+    if not session.started:
+        return None
+    b = TrajectoryBuilder(name, prompt=ctx.prompt, model=ctx.model, workspace=ctx.workspace_path)
+    b.session_id = session.session_id
+    agent = session.agent
+    if agent.get("version"):
+        b.agent_version = f"{agent.get('name', '')} {agent['version']}".strip()
+    facts = _call_facts(session)
+    ids: dict[str, str] = {}
+    finished: set[str] = set()
+    new_step = True
+    answered: list[str] = []
+
+    def step(event: Mapping[str, Any]) -> None:
+        nonlocal new_step
+        if new_step:
+            b.agent_step(timestamp=iso_time(event.get("time")))
+            new_step = False
+
+    def call(event: Mapping[str, Any], cid: str) -> str:
+        if cid not in ids:
+            step(event)
+            known = facts.get(cid, {})
+            ids[cid] = b.call(cid, str(known.get("kind") or "tool"), _arguments(known))
+        return ids[cid]
+
+    for event in session.events:
+        if event["event"] == "permission":
+            cid = as_dict(event.get("tool_call")).get("toolCallId")
+            chosen = as_dict(event.get("chosen"))
+            answer = str(chosen.get("kind") or "cancelled")
+            answered.append(answer)
+            if isinstance(cid, str) and not answer.startswith("allow"):
+                b.result(
+                    call(event, cid), f"KSI's permission policy answered {answer}.", failed=True
+                )
+                finished.add(cid)
+                new_step = True
+            continue
+        update = as_dict(event.get("update"))
+        kind = update.get("sessionUpdate")
+        cid = update.get("toolCallId")
+        if kind in ("agent_message_chunk", "agent_thought_chunk", "plan"):
+            step(event)
+            text = _text(update.get("content")) if kind != "plan" else _plan(update)
+            if kind == "agent_message_chunk":
+                b.say(text)
+            else:
+                b.think(text)
+        elif kind in _TOOL_UPDATES and isinstance(cid, str):
+            own = call(event, cid)
+            if update.get("status") in _FINISHED and cid not in finished:
+                b.result(own, _output(update), failed=update.get("status") == "failed")
+                finished.add(cid)
+                new_step = True
+    if answered:
+        b.note(
+            f"KSI answered {len(answered)} permission request(s): "
+            + ", ".join(f"{answered.count(k)} {k}" for k in dict.fromkeys(answered))
+            + "."
+        )
+    if any(f.get("rawInput") in (None, "", {}) for f in facts.values()):
+        b.note(
+            "Some tool calls came without their input (ACP's rawInput): their arguments are "
+            "the title the agent gave them (for a command, the command line) and their paths."
+        )
+    error = _outcome_of(session)[1]
+    if error:
+        b.note(f"The session ended early: {error}")
+    return b.build()
+
+
 def _no_client(python: str, why: str) -> str:
     """Why KSI's client did not run, and what the environment needs for it."""
     return (
@@ -308,6 +450,12 @@ class AcpAgent(AgentBase):
             status=status,
             succeeded=session.result is not None and not error,
         )
+
+    def trajectory(self, ctx: AgentContext, result: ExecResult | None) -> Trajectory | None:
+        """The session log's steps (:func:`acp_trajectory`)."""
+        if result is None:
+            return None
+        return acp_trajectory(self.name, ctx, read_session(ctx.host_workspace / ".ksi" / LOG_FILE))
 
     def outcome(self, ctx: AgentContext, result: ExecResult | None) -> AgentOutcome:
         """Classify the run from the session log and the client's exit status."""
