@@ -225,7 +225,8 @@ def ksi_run_with_mock(
     """``ksi run`` of ``tasks`` with the real CLI of ``agent`` and a mock serving ``script``.
 
     ``env`` holds the key variables the user would export (``{mock_url}`` allowed);
-    ``agent_options`` get ``base_url={mock_url}`` unless they name a base_url. ``cli``
+    ``agent_options`` get ``base_url={mock_url}`` unless they name a base_url (or
+    ``endpoints``, for agents that reach the model another way, ``acp``). ``cli``
     names the agent whose real CLI the run needs when it is not the task agent (the
     ``agent`` distiller's): the task agent then gets no base_url. Calls
     with the same ``tmp_path`` resume the same run; give them one ``port`` (see
@@ -242,7 +243,7 @@ def ksi_run_with_mock(
     spec_file, log_file = tmp_path / "mock-script.pickle", tmp_path / "mock-log.pickle"
     spec_file.write_bytes(pickle.dumps(LaunchSpec(tuple(script), then, port)))
     options = list(agent_options)
-    if cli in (None, agent) and not any(o.startswith("base_url=") for o in options):
+    if cli in (None, agent) and not any(o.startswith(("base_url=", "endpoints=")) for o in options):
         options.append("base_url={mock_url}")
     command = [*(ksi or (sys.executable, "-m", "ksi")), "run", str(tasks_file), "--agent", agent]
     command += ["--run-dir", str(run_dir), "--environment", environment]

@@ -31,6 +31,9 @@ _.frame
 _.instance
 # A typer option handled by its callback (--config-file), not in the command's body.
 _.config_file
+# The ACP client's methods the agent-client-protocol package calls by their protocol names.
+_.session_update
+_.request_permission
 
 # The API plugins and users call (docs/python-api.md, docs/plugins.md).
 _.load_tasks_for_source

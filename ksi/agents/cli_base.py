@@ -453,37 +453,11 @@ class CliAgent(AgentBase):
             parsed = self.parse(ctx, result)
         except Exception as exc:  # a parser bug must not lose the attempt
             parsed = Parsed(error=f"KSI could not parse {self.name} output: {exc}")
-        stderr_tail = read_tail(result.stderr_path, _TAIL_BYTES) if result.stderr_path else ""
-        if result.timed_out:
-            error = f"{self.name} timed out after {result.duration_sec:.0f}s"
-            why = _RETRIED_STATUS.get(parsed.retrying_status or 0)
-            if why is not None:
-                error += f" while retrying HTTP {parsed.retrying_status} ({why})"
-            return AgentOutcome(
-                why or AgentStatus.TIMEOUT, parsed.usage, parsed.final_message, error
-            )
-        failed = result.exit_code != 0 or bool(parsed.error) or parsed.status is not None
-        if parsed.succeeded and result.exit_code == 0 and parsed.status is None:
-            failed = False
-        if not failed:
-            return AgentOutcome(AgentStatus.COMPLETED, parsed.usage, parsed.final_message, "")
-        status = parsed.status or classify_text([parsed.error, stderr_tail]) or AgentStatus.CRASHED
-        error = (
-            parsed.error
-            or stderr_tail.strip()
-            or (f"{self.binary} exited with code {result.exit_code}")
-        )
-        if result.exit_code not in (0, None):
-            error = f"exit code {result.exit_code}: {error}"
-        return AgentOutcome(status, parsed.usage, parsed.final_message, first_line(error))
+        return parsed_outcome(self.name, self.binary, result, parsed)
 
     def _keep_trajectory(self, ctx: AgentContext) -> None:
-        if not self.trajectory_file:
-            return
-        src = ctx.host_workspace / ".ksi" / self.trajectory_file
-        if src.is_file():
-            ctx.attempt_dir.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(src, ctx.attempt_dir / self.trajectory_file)
+        if self.trajectory_file:
+            keep_ksi_file(ctx, self.trajectory_file)
 
     # -- helpers for subclasses -----------------------------------------
     #: The prompt file as the agent's process sees it.
@@ -499,6 +473,43 @@ class CliAgent(AgentBase):
     @staticmethod
     def model_flag(ctx: AgentContext, flag: str) -> list[str]:
         return [flag, ctx.model] if ctx.model else []
+
+
+def keep_ksi_file(ctx: AgentContext, name: str) -> None:
+    """Copy ``<workspace>/.ksi/NAME``, a log the agent wrote, into the attempt directory.
+
+    The workspace is wiped after capture; the attempt directory is what stays.
+    """
+    src = ctx.host_workspace / ".ksi" / name
+    if src.is_file():
+        ctx.attempt_dir.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(src, ctx.attempt_dir / name)
+
+
+def parsed_outcome(name: str, binary: str, result: ExecResult, parsed: Parsed) -> AgentOutcome:
+    """How a process that ran ended, from its exit status and what its output said.
+
+    Shared by every agent that reads its process's output into a :class:`Parsed`
+    (the CLI agents, ``acp``), so a timeout, a retried HTTP status, a reported
+    error and an exit code mean the same for all of them.
+    """
+    stderr_tail = read_tail(result.stderr_path, _TAIL_BYTES) if result.stderr_path else ""
+    if result.timed_out:
+        error = f"{name} timed out after {result.duration_sec:.0f}s"
+        why = _RETRIED_STATUS.get(parsed.retrying_status or 0)
+        if why is not None:
+            error += f" while retrying HTTP {parsed.retrying_status} ({why})"
+        return AgentOutcome(why or AgentStatus.TIMEOUT, parsed.usage, parsed.final_message, error)
+    failed = result.exit_code != 0 or bool(parsed.error) or parsed.status is not None
+    if parsed.succeeded and result.exit_code == 0 and parsed.status is None:
+        failed = False
+    if not failed:
+        return AgentOutcome(AgentStatus.COMPLETED, parsed.usage, parsed.final_message, "")
+    status = parsed.status or classify_text([parsed.error, stderr_tail]) or AgentStatus.CRASHED
+    error = parsed.error or stderr_tail.strip() or (f"{binary} exited with code {result.exit_code}")
+    if result.exit_code not in (0, None):
+        error = f"exit code {result.exit_code}: {error}"
+    return AgentOutcome(status, parsed.usage, parsed.final_message, first_line(error))
 
 
 def binary_version(

@@ -39,6 +39,9 @@ TESTED_CLIS: tuple[TestedCli, ...] = (
     TestedCli("opencode", "npm", "opencode-ai", "1.18.33", "opencode"),
     TestedCli("mini-swe-agent", "pypi", "mini-swe-agent", "2.4.6", "mini"),
     TestedCli("aider", "pypi", "aider-chat", "0.86.2", "aider"),
+    # An ACP agent the ``acp`` agent is tested with (Gemini CLI's ``--acp`` mode, above, is
+    # the other): the Claude Agent SDK (Claude Code) behind Zed's ACP adapter.
+    TestedCli("acp", "npm", "@zed-industries/claude-agent-acp", "0.23.1", "claude-agent-acp"),
 )
 
 _VERSION = re.compile(r"\d+\.\d+\.\d+(?:[-.+][0-9A-Za-z.-]+)?")

@@ -27,6 +27,7 @@ BUILTIN_HOOKS: dict[str, tuple[str, ...]] = {
     "ksi.agents.gemini_cli": ("ksi_register_agents",),
     "ksi.agents.opencode": ("ksi_register_agents",),
     "ksi.agents.mini_swe_agent": ("ksi_register_agents",),
+    "ksi.agents.acp": ("ksi_register_agents",),
     "ksi.environments.local": ("ksi_register_environments",),
     "ksi.environments.sandbox": ("ksi_register_environments",),
     "ksi.environments.docker": ("ksi_register_environments",),
