@@ -1,5 +1,5 @@
 """The knowledge tools through real agent CLIs: ``ksi run --knowledge-tools on`` with
-the real Claude Code, Gemini CLI and Codex against the mock model, whose scripted turn calls
+the real Claude Code and Gemini CLI against the mock model, whose scripted turn calls
 ``knowledge_search`` as the CLI names it; the tool result the CLI sends back to the
 model holds the note an earlier run left in the shared store.
 """
@@ -87,27 +87,6 @@ def test_claude_code_calls_knowledge_search_and_gets_the_note(
         args=["--knowledge-tools", "on", "--knowledge-db", str(_store(tmp_path))],
     )
     _check(run, "mcp__ksi__knowledge_search")
-
-
-def test_codex_calls_knowledge_search_and_gets_the_note(tmp_path: Path) -> None:
-    run = ksi_run_with_mock(
-        tmp_path,
-        agent="codex",
-        env={"CODEX_API_KEY": "sk-mock-key"},
-        model="gpt-5-codex",
-        script=[
-            # Codex starts its MCP servers beside the first model call, not before it: a busy
-            # machine may not have the server's tools ready for it, as a model would look
-            # around first anyway. The second call uses the tool.
-            ToolCall("exec_command", {"cmd": "ls"}),
-            # Codex offers an MCP server's tools in a namespace of the Responses API.
-            ToolCall("knowledge_search", {"query": "quokkaflux printf"}, namespace="mcp__ksi"),
-            ToolCall("exec_command", {"cmd": WRITE_HELLO}),
-            Answer("Done: hello.txt written, as the note said."),
-        ],
-        args=["--knowledge-tools", "on", "--knowledge-db", str(_store(tmp_path))],
-    )
-    _check(run, '"name": "mcp__ksi"', calls_at=1)
 
 
 def test_gemini_cli_calls_knowledge_search_and_gets_the_note(tmp_path: Path) -> None:
