@@ -14,10 +14,18 @@ from pathlib import Path
 from typing import Any
 
 from ksi.layout import RunLayout
-from ksi.models import EvalResult
+from ksi.models import EvalResult, Usage
 from ksi.records import AttemptRecord
 from ksi.rundir.journal import Journal
 from ksi.rundir.run_state import RunState, Session, save_run_state
+from ksi.trajectories import (
+    TRAJECTORY_FILE,
+    Step,
+    ToolCall,
+    ToolResult,
+    Trajectory,
+    write_trajectory,
+)
 from tests.run_helpers import ksi, write_tasks
 
 EVIL_ID = "evil<script>alert(1)</script>"
@@ -177,3 +185,39 @@ def make_generations_run(run_dir: Path) -> Path:
                  "--run-dir", str(run_dir))  # fmt: skip
     assert result.returncode == 0, result.stderr
     return run_dir
+
+
+HOSTILE_OUTPUT = "</pre><script>window.__pwned = 5</script>\x1b[31mRED-STEP\x1b[0m"
+
+
+def steps_trajectory(n_steps: int, *, hostile: bool = False) -> Trajectory:
+    """A trajectory of ``n_steps`` (the prompt, then agent steps each running one command;
+    every seventh fails), with hostile text in its arguments and outputs when asked."""
+    steps = [Step("user", "Fix the bug in calc.py.")]
+    for i in range(1, n_steps):
+        fails = i % 7 == 0
+        command = f"pytest -q tests/test_{i:05d}.py"
+        output = f"step {i:05d} output\n" + ("1 failed\n" if fails else "ok\n")
+        if hostile:
+            command, output = f"<img src=x onerror='window.__pwned = 6'> {i}", HOSTILE_OUTPUT
+        steps.append(
+            Step(
+                "agent",
+                f"Running the tests, try {i:05d}.",
+                tool_calls=(ToolCall(f"call-{i}", "Bash", {"command": command}),),
+                results=(ToolResult(f"call-{i}", output, exit_code=1 if fails else 0),),
+                usage=Usage(input_tokens=100 + i, output_tokens=20),
+            )
+        )
+    return Trajectory(agent="command", steps=tuple(steps), model="mock-model")
+
+
+def make_steps_run(
+    root: Path, n_steps: int, *, hostile: bool = False, task_id: str = "calc"
+) -> Path:
+    """A run of one scored attempt whose ``trajectory.json`` has ``n_steps`` steps."""
+    run = write_run(root, [task_id], [record(task_id, 1, 0.0)])
+    adir = run / "attempts" / task_id / "1"
+    adir.mkdir(parents=True)
+    write_trajectory(adir / TRAJECTORY_FILE, steps_trajectory(n_steps, hostile=hostile))
+    return run

@@ -15,11 +15,13 @@ from typing import TYPE_CHECKING
 from ksi.cli.common import is_tty
 from ksi.cli.summary_view import print_summary
 from ksi.text import printable
+from ksi.trajectories import TRAJECTORY_FILE
 from ksi.view import fmt
 from ksi.view.compare import Comparison
 from ksi.view.excerpt import Excerpt
 from ksi.view.generations import notes_given
 from ksi.view.runs import AttemptView, RunView, TaskView
+from ksi.view.steps import StepView, TrajectoryView, load_trajectory_view
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -103,7 +105,7 @@ def print_task(view: RunView, task: TaskView) -> None:
         if len(lines) > 8:
             console.print(_text(f"  ... ({len(lines) - 8} more lines)"), style="dim")
     table = Table(box=None)
-    for col in ("attempt", "result", "why", "time", "cost", "changed"):
+    for col in ("attempt", "result", "why", "time", "cost", "changed", "steps"):
         table.add_column(col, overflow="fold")
     for a in task.attempts:
         rec = a.record
@@ -120,6 +122,7 @@ def print_task(view: RunView, task: TaskView) -> None:
             fmt.secs(rec.timings.total),
             fmt.money(rec.usage.cost_usd),
             changed,
+            _text(_step_counts(a.trajectory)),
         )
     console.print(table)
     if not task.attempts:
@@ -130,6 +133,16 @@ def print_task(view: RunView, task: TaskView) -> None:
             style="dim",
             soft_wrap=True,
         )
+
+
+def _step_counts(traj: TrajectoryView | None) -> str:
+    """``12 (2 tool errors)``, ``unreadable``, or the dash without a trajectory."""
+    if traj is None:
+        return fmt.NONE
+    if traj.problem:
+        return "unreadable"
+    errors = f" ({traj.tool_errors} tool error{'' if traj.tool_errors == 1 else 's'})"
+    return f"{traj.total_steps}{errors if traj.tool_errors else ''}"
 
 
 def _log(console: Console, title: str, excerpt: Excerpt, root: Path, path: str | None) -> None:
@@ -212,6 +225,88 @@ def print_attempt(view: RunView, task: TaskView, attempt: AttemptView) -> None:
         console.print(
             _text(f"earlier try {earlier.try_number}: {ev_verdict.label}: {why}"), soft_wrap=True
         )
+    if attempt.trajectory is not None:
+        console.print(
+            _text(
+                f"steps: {_step_counts(attempt.trajectory)} "
+                f"(ksi show {view.root} {task.task_id} {rec.attempt} --steps)"
+            ),
+            soft_wrap=True,
+        )
+
+
+#: Lines of one text (a message, arguments, an output) ``--steps`` prints; the file has all.
+STEP_LINES = 20
+
+
+def _block(console: Console, title: str, text: str, style: str = "") -> None:
+    lines = text.splitlines()
+    console.print(_text(f"    {title}:", style or "dim"))
+    for line in lines[:STEP_LINES]:
+        console.print(_text("      " + line), soft_wrap=True)
+    if len(lines) > STEP_LINES:
+        console.print(_text(f"      ... {len(lines) - STEP_LINES} more lines"), style="dim")
+
+
+def _print_step(console: Console, step: StepView) -> None:
+    head = f"{step.number:>4} {step.source:<6} {step.headline}"
+    tokens = f"  ({fmt.num(step.tokens)} tokens)" if step.tokens is not None else ""
+    console.print(
+        _text(head, "bold red" if step.failed else "bold"),
+        _text("FAILED", "bold red") if step.failed else "",
+        _text(tokens, "dim"),
+        soft_wrap=True,
+    )
+    if step.reasoning:
+        _block(console, "reasoning", step.reasoning)
+    # A short one-line message without calls is the headline already.
+    if step.message and (step.calls or step.message.strip() != step.headline):
+        _block(console, "message", step.message)
+    for call in step.calls:
+        if call.name is not None:
+            _block(console, f"{call.name} arguments", call.arguments)
+        if call.output is not None:
+            exit_code = f", exit {call.exit_code}" if call.exit_code is not None else ""
+            what = "observation" if call.name is None else f"{call.name} output"
+            label = f"{what}{exit_code}{', failed' if call.failed else ''}"
+            _block(console, label, call.output, "red" if call.failed else "")
+    if step.cut:
+        console.print(_text("    (cut: trajectory.json holds the step whole)"), style="yellow")
+
+
+def print_steps(view: RunView, task: TaskView, attempt: AttemptView) -> None:
+    """An attempt's timeline: one line per step (failures in red), then its message, each
+    tool call's arguments and output, each text cut to its start and end."""
+    console = _console()
+    rec = attempt.record
+    traj = (
+        load_trajectory_view(str(view.root), rec.attempt_dir)
+        if attempt.link(TRAJECTORY_FILE)
+        else None
+    )
+    console.print(
+        _text(f"task {task.task_id}, attempt {attempt.label}:", "bold"),
+        _text(attempt.verdict.label, _TONE_STYLE[attempt.verdict.tone]),
+    )
+    if traj is None:
+        console.print(_text("no trajectory.json: the agent left no steps KSI could read"))
+        return
+    console.print(_text(f"file: {view.root / traj.file}"), soft_wrap=True)
+    if traj.problem:
+        console.print(_text(f"unreadable: {traj.problem}", "bold red"), soft_wrap=True)
+        return
+    model = f", model {traj.model}" if traj.model else ""
+    console.print(
+        _text(
+            f"{traj.total_steps} steps, {traj.tool_calls} tool calls, "
+            f"{traj.tool_errors} failed (agent {traj.agent}{model})"
+        ),
+        soft_wrap=True,
+    )
+    for note in traj.notes:
+        console.print(_text(f"note: {note}"), style="dim", soft_wrap=True)
+    for step in traj.steps:
+        _print_step(console, step)
 
 
 def print_comparison(comparison: Comparison, *, show_all: bool) -> None:

@@ -13,6 +13,9 @@ import typer
 from ksi.cli.common import echo_json
 from ksi.errors import UserInputError
 
+#: Bytes of steps ``ksi show RUN TASK`` reads per task: it prints only their counts.
+TASK_STEPS_BUDGET = 1024 * 1024
+
 ThresholdOption = Annotated[float | None, typer.Option(help="Override the runs' solved threshold.")]
 
 
@@ -80,28 +83,47 @@ def show_command(
         int | None, typer.Argument(metavar="ATTEMPT", help="An attempt number: all of it.")
     ] = None,
     solved_threshold: ThresholdOption = None,
+    steps: Annotated[
+        bool,
+        typer.Option(
+            "--steps",
+            help="With TASK ATTEMPT: print the attempt's steps (trajectory.json) instead: "
+            "each tool call with its arguments and output, failures marked.",
+        ),
+    ] = False,
 ) -> None:
     """Show a run, one of its tasks, or one attempt (status and why, diff, eval output, logs).
 
     ksi show RUN prints the summary; ksi show RUN TASK lists the task's attempts with why
-    each ended as it did; ksi show RUN TASK ATTEMPT shows that attempt in full (long logs
-    are cut, with the path of the whole file).
+    each ended as it did, with their steps and tool errors; ksi show RUN TASK ATTEMPT shows
+    that attempt in full (long logs are cut, with the path of the whole file), and with
+    --steps its timeline of steps.
     """
     # start-up: not needed for `ksi view --help`
-    from ksi.cli.show_view import print_attempt, print_run, print_task
+    from ksi.cli.show_view import print_attempt, print_run, print_steps, print_task
     from ksi.view.runs import load_run_view
 
+    if steps and attempt is None:
+        raise UserInputError("--steps shows one attempt's steps: name it (ksi show RUN TASK N)")
     if task is None:
         print_run(load_run_view(run, task_ids=[], solved_threshold=solved_threshold))
         return
-    view = load_run_view(run, task_ids=[task], solved_threshold=solved_threshold)
+    view = load_run_view(
+        run,
+        task_ids=[task],
+        solved_threshold=solved_threshold,
+        steps_budget=None if steps else TASK_STEPS_BUDGET,
+    )
     task_view = view.task(task)
     if attempt is None:
         print_task(view, task_view)
         return
     for item in task_view.attempts:
         if item.record.attempt == attempt:
-            print_attempt(view, task_view, item)
+            if steps:
+                print_steps(view, task_view, item)
+            else:
+                print_attempt(view, task_view, item)
             return
     numbers = ", ".join(str(a.record.attempt) for a in task_view.attempts) or "none finished"
     raise UserInputError(f"{run}: task {task!r} has no attempt {attempt} (its attempts: {numbers})")

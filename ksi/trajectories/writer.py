@@ -203,16 +203,25 @@ def write_trajectory(path: Path, traj: Trajectory, limits: Limits = DEFAULT_LIMI
     write_text_atomic(path, dumps(to_atif(bound(traj, limits))) + "\n", durable=False)
 
 
-def read_trajectory(path: Path, max_bytes: int = 4 * DEFAULT_LIMITS.total_bytes) -> Trajectory:
+#: The most of a ``trajectory.json`` a reader reads: four times what KSI writes.
+MAX_READ_BYTES = 4 * DEFAULT_LIMITS.total_bytes
+
+
+def read_trajectory(path: Path, max_bytes: int = MAX_READ_BYTES) -> Trajectory:
     """The trajectory in ``path``; :class:`ValueError` when it is not one KSI can read
     (``OSError`` when it cannot be read at all). A file far over what KSI writes is
     refused unread: the attempt directory is the agent's to fill in some environments."""
     with open(path, "rb") as fh:
-        data = fh.read(max_bytes + 1)
+        return parse_trajectory(fh.read(max_bytes + 1), path.name, max_bytes)
+
+
+def parse_trajectory(data: bytes, name: str, max_bytes: int = MAX_READ_BYTES) -> Trajectory:
+    """The trajectory in ``data`` (read from ``name``, at most ``max_bytes + 1`` of it), for
+    readers that open the file their own way (a viewer reads only inside a run directory)."""
     if len(data) > max_bytes:
-        raise ValueError(f"{path.name} is over {max_bytes:,} bytes; KSI writes at most its limit")
+        raise ValueError(f"{name} is over {max_bytes:,} bytes; KSI writes at most its limit")
     try:
         doc = json.loads(data.decode("utf-8", "replace"))
     except ValueError as exc:
-        raise ValueError(f"{path.name} is not JSON ({exc})") from exc
+        raise ValueError(f"{name} is not JSON ({exc})") from exc
     return from_atif(doc)

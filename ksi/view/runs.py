@@ -30,9 +30,11 @@ from ksi.records import AttemptRecord, GenerationsSummary, RunSummary, TaskSumma
 from ksi.relpaths import clean_relative_path
 from ksi.reporting.summary import summarize_run
 from ksi.rundir.run_state import RunState, load_run_state
+from ksi.trajectories import TRAJECTORY_FILE
 from ksi.view.diffs import DiffLine, FileChange, classify, file_changes
 from ksi.view.excerpt import MISSING, Excerpt, read_excerpt_inside, text_excerpt
 from ksi.view.generations import notes_files
+from ksi.view.steps import TRAJECTORY_BUDGET_BYTES, TrajectoryView, load_trajectory_view
 from ksi.view.verdict import TaskState, Verdict, attempt_facts, task_state, verdict
 
 #: Bytes of excerpts (prompts, diffs, logs, eval output) one run's view holds at most.
@@ -96,6 +98,8 @@ class AttemptView:
     earlier: tuple[tuple[AttemptRecord, Verdict], ...] = ()
     #: Run-relative path of the ``KNOWLEDGE.md`` its notes came from (None: no notes, or gone).
     notes_link: str | None = None
+    #: Its steps from ``trajectory.json`` (None: the attempt left none, or none was asked for).
+    trajectory: TrajectoryView | None = None
 
     @property
     def label(self) -> str:
@@ -232,6 +236,8 @@ def _attempt_view(
     limit: int,
     task_prompt: Excerpt | None,
     notes: dict[int, str],
+    read_steps: bool,
+    steps_share: int | None,
 ) -> AttemptView:
     prompt = _read(root, files, "prompt", limit)
     diff = _read(root, files, "diff", limit)
@@ -255,6 +261,9 @@ def _attempt_view(
         files={name: rel for name, (rel, _) in files.items()},
         earlier=tuple((r, verdict(r, threshold)) for r in earlier),
         notes_link=notes.get(rec.knowledge.generation) if rec.knowledge is not None else None,
+        trajectory=load_trajectory_view(root, rec.attempt_dir, steps_share)
+        if read_steps and TRAJECTORY_FILE in files
+        else None,
     )
 
 
@@ -264,8 +273,12 @@ def load_run_view(
     task_ids: Sequence[str] | None = None,
     budget: int = TEXT_BUDGET_BYTES,
     solved_threshold: float | None = None,
+    steps_budget: int | None = TRAJECTORY_BUDGET_BYTES,
 ) -> RunView:
     """The view of a run directory (of only ``task_ids`` when given).
+
+    Each attempt's steps are read from its ``trajectory.json`` within a share of
+    ``steps_budget`` (:mod:`ksi.view.steps`); ``None`` reads none.
 
     Raises :class:`~ksi.errors.UserInputError` for a directory that is not a
     run (no ``run.json``) or a task id the run does not have.
@@ -305,13 +318,23 @@ def load_run_view(
     )
     listings: dict[str, Listing] = {}
     sizes: list[int] = []
+    trajectory_sizes: list[int] = []
     for attempts in by_task.values():
         for i, recs in enumerate(attempts):
             rec = recs[-1]
             files = _listing(where, rec.attempt_dir) if rec.attempt_dir else {}
             listings[rec.attempt_dir] = files
             sizes.extend(_piece_sizes(rec, files, with_prompt=i == 0))
+            if TRAJECTORY_FILE in files:
+                trajectory_sizes.append(files[TRAJECTORY_FILE][1])
     limit = fair_limit(sizes, budget)
+    # Everything fits: every step of every attempt, each text within its cap (share None).
+    steps_share = (
+        None
+        if steps_budget is None or sum(trajectory_sizes) <= steps_budget
+        else fair_limit(trajectory_sizes, steps_budget)
+    )
+    read_steps = steps_budget is not None
 
     tasks: list[TaskView] = []
     for task_summary in summary.tasks:
@@ -330,6 +353,8 @@ def load_run_view(
                 limit,
                 prompt,
                 notes,
+                read_steps,
+                steps_share,
             )
             for recs in attempts
         )

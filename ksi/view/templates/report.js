@@ -1,6 +1,6 @@
 // The KSI report's only script (its SHA-256 is the page's script-src). It sorts and filters
-// tables and opens the task or attempt a link points at. It reads text with textContent and
-// never writes markup: nothing from a run can become code here.
+// tables, searches an attempt's steps and opens the task or attempt a link points at. It
+// reads text with textContent and never writes markup: nothing from a run can become code.
 (function () {
   "use strict";
 
@@ -53,6 +53,33 @@
     if (count) { count.textContent = shown + " of " + rows.length + " tasks"; }
   }
 
+  // An attempt's steps: keep those whose text holds the search (any case), and with
+  // "failed only" those marked failed. The text is read once per list, on first use.
+  var stepTexts = {};
+  function filterSteps(listId) {
+    var list = document.getElementById(listId);
+    if (!list) { return; }
+    var search = document.querySelector('.step-search[data-steps="' + listId + '"]');
+    var failed = document.querySelector('.step-failed[data-steps="' + listId + '"]');
+    var want = search ? search.value.trim().toLowerCase() : "";
+    var onlyFailed = failed ? failed.checked : false;
+    var items = list.children;
+    if (!stepTexts[listId]) {
+      stepTexts[listId] = Array.prototype.map.call(items, function (li) {
+        return li.textContent.toLowerCase();
+      });
+    }
+    var texts = stepTexts[listId], shown = 0;
+    for (var i = 0; i < items.length; i++) {
+      var ok = (!want || texts[i].indexOf(want) !== -1) &&
+               (!onlyFailed || items[i].getAttribute("data-failed") === "1");
+      items[i].hidden = !ok;
+      if (ok) { shown++; }
+    }
+    var count = document.getElementById(listId + "-count");
+    if (count) { count.textContent = shown + " of " + items.length + " steps"; }
+  }
+
   function openTarget() {
     // Task anchors keep the %XX escapes of their directory names: try the hash as
     // typed first, then decoded.
@@ -80,6 +107,11 @@
       var tableId = input.getAttribute("data-table");
       input.addEventListener("input", function () { applyFilters(tableId); });
       input.addEventListener("change", function () { applyFilters(tableId); });
+    });
+    Array.prototype.forEach.call(document.querySelectorAll(".step-search, .step-failed"), function (input) {
+      var listId = input.getAttribute("data-steps");
+      input.addEventListener("input", function () { filterSteps(listId); });
+      input.addEventListener("change", function () { filterSteps(listId); });
     });
     window.addEventListener("hashchange", openTarget);
     openTarget();
