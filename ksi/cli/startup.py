@@ -62,6 +62,10 @@ BUILTIN_COMMANDS: dict[str, tuple[str, str]] = {
         "view_cmd",
         "Compare runs task by task: best score in each, the change, flipped tasks first.",
     ),
+    "export": (
+        "export_cmd",
+        "Export a run's trajectories (ATIF, one file per attempt) with an index.",
+    ),
     "regrade": ("run_cmd", "Grade every attempt of a run again from its captured repos."),
     "check": ("run_cmd", "Run `oracle` and `nop` on every task and list the broken ones."),
     "agents": (

@@ -136,6 +136,11 @@ class Trajectory:
         """How many tool calls its steps made."""
         return sum(len(s.tool_calls) for s in self.steps)
 
+    @property
+    def failure_count(self) -> int:
+        """How many tool results failed (:attr:`ToolResult.is_failure`)."""
+        return sum(1 for s in self.steps for r in s.results if r.is_failure)
+
     def step_usage(self) -> Usage:
         """The sum of the steps' own usage (what the CLI reported per call)."""
         return total_usage([s.usage for s in self.steps if s.usage is not None])

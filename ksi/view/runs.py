@@ -195,7 +195,7 @@ def _listing(root: str, attempt_dir: str) -> Listing:
     return dict(sorted(found.items()))
 
 
-def _in_run(rec: AttemptRecord) -> AttemptRecord:
+def in_run(rec: AttemptRecord) -> AttemptRecord:
     """``rec`` with no ``attempt_dir`` when the journal names one outside the run.
 
     The journal is data from whoever wrote the run directory: ``../x`` or an
@@ -304,7 +304,7 @@ def load_run_view(
     tries: dict[tuple[str, int], list[AttemptRecord]] = defaultdict(list)
     for rec in summary.records:
         if wanted is None or rec.task_id in wanted:
-            tries[(rec.task_id, rec.attempt)].append(_in_run(rec))
+            tries[(rec.task_id, rec.attempt)].append(in_run(rec))
     by_task: dict[str, list[list[AttemptRecord]]] = defaultdict(list)
     for (task_id, _), recs in sorted(tries.items(), key=lambda kv: kv[0][1]):
         by_task[task_id].append(recs)

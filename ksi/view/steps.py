@@ -187,13 +187,12 @@ def trajectory_view(traj: Trajectory, file: str, share: int | None = None) -> Tr
         texts = sum(_texts(s) for s in steps[:shown]) or 1
         room = max(share - shown * STEP_MARKUP_BYTES, 0)
         cap = min(STEP_TEXT_CAP, max(STEP_TEXT_FLOOR, room // texts))
-    results = [r for s in steps for r in s.results]
     return TrajectoryView(
         file=file,
         steps=tuple(step_view(n, s, cap) for n, s in enumerate(steps[:shown], start=1)),
         total_steps=len(steps),
         tool_calls=traj.call_count,
-        tool_errors=sum(1 for r in results if r.is_failure),
+        tool_errors=traj.failure_count,
         notes=traj.notes,
         usage=traj.usage if traj.usage is not None else traj.step_usage(),
         agent=traj.agent,
