@@ -187,6 +187,7 @@ def make_generations_run(run_dir: Path) -> Path:
     return run_dir
 
 
+HOSTILE_TOOL = "<b onclick='window.__pwned = 7'>Bash</b>"
 HOSTILE_OUTPUT = "</pre><script>window.__pwned = 5</script>\x1b[31mRED-STEP\x1b[0m"
 
 
@@ -204,7 +205,11 @@ def steps_trajectory(n_steps: int, *, hostile: bool = False) -> Trajectory:
             Step(
                 "agent",
                 f"Running the tests, try {i:05d}.",
-                tool_calls=(ToolCall(f"call-{i}", "Bash", {"command": command}),),
+                tool_calls=(
+                    ToolCall(
+                        f"call-{i}", HOSTILE_TOOL if hostile else "Bash", {"command": command}
+                    ),
+                ),
                 results=(ToolResult(f"call-{i}", output, exit_code=1 if fails else 0),),
                 usage=Usage(input_tokens=100 + i, output_tokens=20),
             )
