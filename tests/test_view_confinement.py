@@ -9,6 +9,7 @@ or ``ksi show`` print the files it names.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import attrs
@@ -50,6 +51,10 @@ def hostile_run(tmp_path: Path) -> Path:
     (run / "attempts" / "fine" / "1" / "agent.stdout.log").write_text("the fine agent's log\n")
     # A file inside an attempt directory linking out is not read either.
     (run / "attempts" / "fine" / "1" / "prompt.md").symlink_to(outside / "prompt.md")
+    (outside / "trajectory.json").write_text(
+        json.dumps({"agent": {"name": SECRET}, "steps": [{"source": "user", "message": SECRET}]})
+    )
+    (run / "attempts" / "fine" / "1" / "trajectory.json").symlink_to(outside / "trajectory.json")
     return run
 
 
@@ -63,6 +68,7 @@ def test_the_view_model_holds_nothing_from_outside_the_run(hostile_run: Path) ->
             assert SECRET not in excerpt.text
     fine = by_task["fine"]
     assert fine.agent_stdout.text == "the fine agent's log\n"
+    assert fine.trajectory is None  # its trajectory.json links out of the run
     assert "prompt.md" not in fine.files
     assert all(SECRET not in t.prompt.text for t in view.tasks)
 
@@ -82,3 +88,22 @@ def test_ksi_view_and_ksi_show_never_show_files_outside_the_run(
         assert SECRET not in shown.stdout, shown.stdout
     fine = ksi("show", str(hostile_run), "fine", "1")
     assert "the fine agent's log" in fine.stdout and SECRET not in fine.stdout
+    for task_id in ("up", "abs", "linked", "fine"):
+        steps = ksi("show", str(hostile_run), task_id, "1", "--steps")
+        assert steps.returncode == 0, steps.stderr
+        assert SECRET not in steps.stdout and "no trajectory.json" in steps.stdout
+
+
+def test_export_never_copies_a_trajectory_from_outside_the_run(
+    hostile_run: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "exported"
+    result = ksi("export", "trajectories", str(hostile_run), "-o", str(out))
+    assert result.returncode == 0, result.stderr
+    assert "wrote 0 trajectories" in result.stdout
+    # The linked directory and the linked file are named as not read; the journal's
+    # paths out of the run are not even looked at.
+    assert "unreadable: linked/1: not read" in result.stderr
+    assert "unreadable: fine/1: not read" in result.stderr
+    assert SECRET not in result.stdout + result.stderr
+    assert [p.name for p in out.rglob("*")] == ["index.jsonl"]

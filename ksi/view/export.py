@@ -16,21 +16,20 @@ The run directory is read only inside itself, as the viewer reads it
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import attrs
 
 from ksi.fileops import write_text_atomic
-from ksi.fstree import open_file_inside
 from ksi.layout import RunLayout, refuse_own_file, task_dirname
 from ksi.reporting.summary import summarize_run
 from ksi.rundir.journal import latest_by_attempt
 from ksi.rundir.run_state import load_run_state
 from ksi.serialization import dumps_line
 from ksi.trajectories import TRAJECTORY_FILE
-from ksi.trajectories.writer import MAX_READ_BYTES, parse_trajectory
+from ksi.trajectories.writer import parse_trajectory
 from ksi.view.runs import in_run
+from ksi.view.steps import trajectory_bytes
 
 #: The index beside the exported files.
 INDEX_FILE = "index.jsonl"
@@ -70,16 +69,6 @@ class Export:
     unreadable: tuple[str, ...] = ()
 
 
-def _read(root: str, rel: str) -> bytes | None:
-    """The file's bytes (at most one over what a reader accepts); ``None`` when absent."""
-    try:
-        fd = open_file_inside(root, rel)
-    except FileNotFoundError:
-        return None
-    with os.fdopen(fd, "rb") as fh:
-        return fh.read(MAX_READ_BYTES + 1)
-
-
 def export_trajectories(run_dir: Path, out_dir: Path) -> Export:
     """Write the run's trajectories and their index into ``out_dir`` (see the module docstring).
 
@@ -109,11 +98,11 @@ def export_trajectories(run_dir: Path, out_dir: Path) -> Export:
     for key in sorted(latest):
         rec = in_run(latest[key])
         label = f"{rec.task_id}/{rec.attempt}"
-        data = _read(root, f"{rec.attempt_dir}/{TRAJECTORY_FILE}") if rec.attempt_dir else None
-        if data is None:
-            missing.append(label)
-            continue
         try:
+            data = trajectory_bytes(root, rec.attempt_dir) if rec.attempt_dir else None
+            if data is None:
+                missing.append(label)
+                continue
             traj = parse_trajectory(data, TRAJECTORY_FILE)
         except ValueError as exc:
             unreadable.append(f"{label}: {exc}")

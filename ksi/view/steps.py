@@ -200,6 +200,24 @@ def trajectory_view(traj: Trajectory, file: str, share: int | None = None) -> Tr
     )
 
 
+def trajectory_bytes(root: str, attempt_dir: str) -> bytes | None:
+    """``<attempt_dir>/trajectory.json`` below ``root`` (at most one byte over what a reader
+    accepts); ``None`` when there is none. :class:`ValueError` says why a file that is
+    there was not read: a link, a fifo, a directory on the way that is a link (never
+    followed out of the run), or a read error."""
+    try:
+        fd = open_file_inside(root, f"{attempt_dir}/{TRAJECTORY_FILE}")
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise ValueError(f"not read ({exc.strerror or exc})") from exc
+    with os.fdopen(fd, "rb") as fh:
+        try:
+            return fh.read(MAX_READ_BYTES + 1)
+        except OSError as exc:
+            raise ValueError(f"not read ({exc.strerror or exc})") from exc
+
+
 def load_trajectory_view(
     root: str, attempt_dir: str, share: int | None = None
 ) -> TrajectoryView | None:
@@ -208,20 +226,12 @@ def load_trajectory_view(
     a person should see that the agent's steps were lost, not that there were none."""
     rel = f"{attempt_dir}/{TRAJECTORY_FILE}"
     try:
-        fd = open_file_inside(root, rel)
-    except FileNotFoundError:
-        return None
-    except OSError as exc:  # a link, a fifo: never followed out of the run
-        return _unreadable(rel, f"not read ({exc.strerror or exc})")
-    with os.fdopen(fd, "rb") as fh:
-        try:
-            data = fh.read(MAX_READ_BYTES + 1)
-        except OSError as exc:
-            return _unreadable(rel, f"not read ({exc.strerror or exc})")
-    try:
+        data = trajectory_bytes(root, attempt_dir)
+        if data is None:
+            return None
         traj = parse_trajectory(data, TRAJECTORY_FILE)
     except ValueError as exc:
-        return _unreadable(rel, f"not a trajectory KSI can read: {cut_text(str(exc), 500)}")
+        return _unreadable(rel, cut_text(str(exc), 500))
     return trajectory_view(traj, rel, share)
 
 
