@@ -24,7 +24,13 @@ import pytest
 
 from ksi.reporting.summary import summarize_run
 from tests.run_helpers import ROOT, ksi
-from tests.view_runs import EVIL_ID, make_generations_run, make_mixed_run
+from tests.view_runs import (
+    EVIL_ID,
+    HOSTILE_TOOL,
+    make_generations_run,
+    make_mixed_run,
+    make_steps_run,
+)
 
 ARTIFACTS = ROOT / "test-artifacts" / "view"
 CHROMIUM_ARGS = [
@@ -349,3 +355,94 @@ def test_the_flips_card_never_breaks_a_phrase(
         assert lines == [1, 1], "'1 gained' and '0 lost' each stay on one line"
     finally:
         page.close()
+
+
+def _open_steps(page: Any) -> Any:
+    """Open the only task, its attempt and its steps; the steps' list."""
+    page.click("#r0-table a.task-link >> nth=0")
+    attempt = page.locator("details.task[open] details.attempt").first
+    attempt.locator("summary").first.click()
+    attempt.locator("details.steps > summary").click()
+    return attempt.locator("div.steps")
+
+
+def test_a_2000_step_trajectory_opens_collapsed_searches_and_filters_failures(
+    browser: Any, tmp_path: Path
+) -> None:
+    run = make_steps_run(tmp_path / "run", 2000)
+    out = _view(run, out=tmp_path / "steps.html")
+    opened = Opened(browser, out)
+    page = opened.page
+    try:
+        # How long the page took to open (printed with -s; a benchmark, not an assertion).
+        loaded = page.evaluate(
+            "() => { const t = performance.getEntriesByType('navigation')[0];"
+            " return [t.domContentLoadedEventEnd, t.loadEventEnd]; }"
+        )
+        size_kb = out.stat().st_size / 1024
+        steps = _open_steps(page)
+        summary = page.locator("[data-testid=step-counts]").first.inner_text()
+        assert summary == "2,000 steps · 285 tool errors"
+        items = steps.locator("div.step")
+        assert items.count() == 2000
+        assert steps.locator("details[open]").count() == 0  # every step collapsed
+        failed = steps.locator("div.step.failed").first
+        assert failed.locator(".step-no").inner_text() == "8"
+        assert failed.evaluate("e => getComputedStyle(e).backgroundColor") not in (
+            "rgba(0, 0, 0, 0)",
+            "transparent",
+        ), "a failed step is highlighted"
+
+        # Search: text inside collapsed steps (arguments, outputs) is found.
+        started = page.evaluate("performance.now()")
+        page.fill(".step-search", "TESTS/TEST_01234")
+        searched_ms = page.evaluate("performance.now()") - started
+        visible = steps.locator("div.step:not([hidden])")
+        assert visible.count() == 1
+        assert visible.first.locator(".step-no").inner_text() == "1235"
+        count_id = steps.get_attribute("id")
+        assert page.inner_text(f"[id='{count_id}-count']") == "1 of 2000 steps"
+        page.fill(".step-search", "")
+        page.check(".step-failed")
+        assert visible.count() == 285
+        page.uncheck(".step-failed")
+        assert visible.count() == 2000
+
+        # A step opens to its call's arguments and output.
+        step = items.nth(7)
+        step.locator("summary").click()
+        body = step.inner_text()
+        assert '"command": "pytest -q tests/test_00007.py"' in body
+        assert "output (exit 1) — failed" in body and "1 failed" in body
+        print(
+            f"\n2,000-step page: {size_kb:.0f} KB, DOMContentLoaded {loaded[0]:.0f} ms, "
+            f"load {loaded[1]:.0f} ms, search over 2,000 steps {searched_ms:.0f} ms"
+        )
+        opened.shot("steps-2000")
+        opened.check_clean()
+    finally:
+        opened.close()
+
+
+def test_a_hostile_trajectory_shows_its_text_and_runs_no_script(
+    browser: Any, tmp_path: Path
+) -> None:
+    run = make_steps_run(tmp_path / "run", 5, hostile=True)
+    opened = Opened(browser, _view(run, out=tmp_path / "hostile-steps.html"))
+    page = opened.page
+    try:
+        steps = _open_steps(page)
+        page.evaluate("document.querySelectorAll('div.steps details').forEach(d => d.open = true)")
+        text = steps.inner_text()
+        assert HOSTILE_TOOL in text
+        assert "<img src=x onerror='window.__pwned = 6'> 1" in text
+        assert "</pre><script>window.__pwned = 5</script>\\x1b[31mRED-STEP\\x1b[0m" in text
+        page.fill(".step-search", "window.__pwned = 5")  # search reads text, runs none
+        assert steps.locator("div.step:not([hidden])").count() == 4
+        assert steps.locator("b, img, script").count() == 0
+        assert page.evaluate("typeof window.__pwned") == "undefined"
+        assert page.locator("script").count() == 1
+        opened.shot("hostile-steps")
+        opened.check_clean()
+    finally:
+        opened.close()

@@ -30,7 +30,7 @@ def test_the_report_lists_every_step_collapsed_with_calls_outputs_failures_and_t
 ) -> None:
     run = make_steps_run(tmp_path / "run", 30)
     html = _page(run, tmp_path / "page.html")
-    steps = re.findall(r'<li class="step src-(\w+)( failed)?"', html)
+    steps = re.findall(r'<div class="step src-(\w+)( failed)?"', html)
     assert len(steps) == 30
     assert steps[0] == ("user", "")
     assert sum(1 for _, failed in steps if failed) == FAILED_OF_30
@@ -40,7 +40,7 @@ def test_the_report_lists_every_step_collapsed_with_calls_outputs_failures_and_t
     assert "Steps (30 steps, 29 tool calls, " in html
     # Collapsed: the steps piece and every step start closed.
     assert '<details class="piece steps">' in html
-    assert not re.search(r'<li class="step[^"]*"[^>]*><details open', html)
+    assert not re.search(r'<div class="step[^"]*"[^>]*><details open', html)
     # A call with its arguments and its output, the step's tokens, the file linked whole.
     assert "&#34;command&#34;: &#34;pytest -q tests/test_00007.py&#34;" in html
     assert "step 00007 output\n1 failed" in html

@@ -227,11 +227,14 @@ def load_trajectory_view(
     rel = f"{attempt_dir}/{TRAJECTORY_FILE}"
     try:
         data = trajectory_bytes(root, attempt_dir)
-        if data is None:
-            return None
+    except ValueError as exc:
+        return _unreadable(rel, str(exc))
+    if data is None:
+        return None
+    try:
         traj = parse_trajectory(data, TRAJECTORY_FILE)
     except ValueError as exc:
-        return _unreadable(rel, cut_text(str(exc), 500))
+        return _unreadable(rel, f"not a trajectory KSI can read: {cut_text(str(exc), 500)}")
     return trajectory_view(traj, rel, share)
 
 
