@@ -13,14 +13,23 @@ their ratio, the report's size and ``ksi view``'s peak memory.
 Targets (issue 14): the report written in under 10 s and under 50 MB at
 10,000 attempts.
 
-    python benchmarks/bench_view.py [--attempts 10000] [--keep DIR]
+With ``--steps N`` every attempt also leaves a ``trajectory.json`` of about N
+steps (a shell call each, one in seven failing, written by KSI's own writer),
+and one attempt a 2,000-step one; the page then holds every attempt's
+timeline within its budget (issue 27: figures for 1,000 attempts with
+trajectories). With ``--browser`` (Playwright and Chromium, as the browser
+tests use) it also times how long Chromium takes to open the page.
+
+    python benchmarks/bench_view.py [--attempts 10000] [--steps 40] [--browser] [--keep DIR]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -32,6 +41,14 @@ from ksi.models import EvalResult, Usage
 from ksi.records import AttemptRecord, SkippedFile, Timings
 from ksi.rundir.run_state import RunState, Session, save_run_state
 from ksi.serialization import dumps_line, write_json_atomic
+from ksi.trajectories import (
+    TRAJECTORY_FILE,
+    Step,
+    ToolCall,
+    ToolResult,
+    Trajectory,
+    write_trajectory,
+)
 
 ATTEMPTS_PER_TASK = 10
 GENERATIONS = 3
@@ -50,7 +67,27 @@ def _diff(task: int, attempt: int, lines: int) -> str:
     return "\n".join(body) + "\n"
 
 
-def write_run(root: Path, n_attempts: int) -> None:
+def trajectory(n_steps: int, rng: random.Random) -> Trajectory:
+    """The prompt, then agent steps of one shell call each (one in seven fails)."""
+    steps = [Step("user", "Fix the bug in src/module.py.\n" * 8)]
+    for i in range(1, n_steps):
+        fails = i % 7 == 0
+        output = "".join(
+            f"test_{j} ... {'FAIL' if fails and j == 3 else 'ok'}\n" for j in range(30)
+        )
+        steps.append(
+            Step(
+                "agent",
+                f"I will run the tests again ({i}).",
+                tool_calls=(ToolCall(f"c{i}", "Bash", {"command": f"pytest -q -k case_{i}"}),),
+                results=(ToolResult(f"c{i}", output, exit_code=1 if fails else 0),),
+                usage=Usage(input_tokens=rng.randint(500, 5000), output_tokens=120),
+            )
+        )
+    return Trajectory(agent="command", steps=tuple(steps), model="bench-model")
+
+
+def write_run(root: Path, n_attempts: int, n_steps: int = 0) -> None:
     rng = random.Random(14)
     layout = RunLayout(root)
     n_tasks = max(1, n_attempts // ATTEMPTS_PER_TASK)
@@ -114,6 +151,9 @@ def write_run(root: Path, n_attempts: int) -> None:
                 generation=1 + (attempt - 1) * GENERATIONS // ATTEMPTS_PER_TASK,
             )
             write_json_atomic(adir / "record.json", dumps_line(record), durable=False)
+            if n_steps:
+                steps = 2000 if not lines else max(2, rng.randint(n_steps // 2, n_steps * 3 // 2))
+                write_trajectory(adir / TRAJECTORY_FILE, trajectory(steps, rng))
             lines.append(dumps_line(record))
     layout.journal.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
@@ -133,16 +173,47 @@ def timed(args: list[str]) -> tuple[float, float]:
     return wall, cpu
 
 
+def open_in_chromium(page: Path) -> tuple[float, float] | None:
+    """Milliseconds to DOMContentLoaded and to load in headless Chromium (None: no browser)."""
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        return None
+    chromium = os.environ.get("KSI_CHROMIUM") or shutil.which("chromium")
+    if not chromium:
+        return None
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(
+            executable_path=chromium, args=["--headless", "--no-sandbox", "--disable-gpu"]
+        )
+        try:
+            tab = browser.new_page()
+            tab.goto(page.resolve().as_uri(), timeout=300_000)
+            ready, loaded = tab.evaluate(
+                "() => { const t = performance.getEntriesByType('navigation')[0];"
+                " return [t.domContentLoadedEventEnd, t.loadEventEnd]; }"
+            )
+        finally:
+            browser.close()
+    return float(ready), float(loaded)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--attempts", type=int, default=10_000)
     parser.add_argument("--keep", type=Path, help="write the run here and keep it")
+    parser.add_argument("--steps", type=int, default=0, help="steps per trajectory (0: none)")
+    parser.add_argument("--browser", action="store_true", help="time opening it in Chromium")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         root = args.keep or Path(tmp) / "run"
         start = time.perf_counter()
-        write_run(root, args.attempts)
-        print(f"wrote a {args.attempts}-attempt run in {time.perf_counter() - start:.1f} s")
+        write_run(root, args.attempts, args.steps)
+        with_steps = f" with ~{args.steps}-step trajectories" if args.steps else ""
+        print(
+            f"wrote a {args.attempts}-attempt run{with_steps} in "
+            f"{time.perf_counter() - start:.1f} s"
+        )
         baseline, baseline_cpu = timed(["report", str(root), "--json"])
         out = root / "report.html"
         view, view_cpu = timed(["view", str(root), "-o", str(out)])
@@ -156,6 +227,12 @@ def main() -> None:
         print(
             f"report size: {size_mb:.1f} MB   peak RSS of the largest ksi process: {peak_mb:.0f} MB"
         )
+        if args.browser:
+            opened = open_in_chromium(out)
+            if opened is None:
+                print("Chromium: not timed (no playwright or no chromium)")
+            else:
+                print(f"Chromium: DOMContentLoaded {opened[0]:.0f} ms, load {opened[1]:.0f} ms")
         print(
             f"targets: under 10 s ({'met' if view < 10 else 'MISSED'}), "
             f"under 50 MB ({'met' if size_mb < 50 else 'MISSED'})"

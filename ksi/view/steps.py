@@ -34,10 +34,11 @@ TRAJECTORY_BUDGET_BYTES = 16 * 1024 * 1024
 STEP_TEXT_CAP = 2048
 #: The least of one text shown, however small the attempt's share.
 STEP_TEXT_FLOOR = 160
-#: What one step costs the page before its texts (its summary line and markup).
-STEP_MARKUP_BYTES = 400
+#: What one step costs the page before its texts (its summary line and markup: measured,
+#: about 500 bytes in a 2,000-step page).
+STEP_MARKUP_BYTES = 500
 #: Steps inlined however small the attempt's share.
-MIN_STEPS = 50
+MIN_STEPS = 10
 
 
 @attrs.frozen
@@ -183,7 +184,9 @@ def trajectory_view(traj: Trajectory, file: str, share: int | None = None) -> Tr
     if share is None:
         shown, cap = len(steps), STEP_TEXT_CAP
     else:
-        shown = min(len(steps), max(MIN_STEPS, share // STEP_MARKUP_BYTES))
+        # Each step shown costs its markup and at least two texts at the floor.
+        least = STEP_MARKUP_BYTES + 2 * STEP_TEXT_FLOOR
+        shown = min(len(steps), max(MIN_STEPS, share // least))
         texts = sum(_texts(s) for s in steps[:shown]) or 1
         room = max(share - shown * STEP_MARKUP_BYTES, 0)
         cap = min(STEP_TEXT_CAP, max(STEP_TEXT_FLOOR, room // texts))
