@@ -68,18 +68,21 @@ def test_a_run_over_its_step_budget_shows_the_first_steps_cut_and_says_where_the
     assert whole is not None and len(whole.steps) == 2000
 
 
-def test_a_long_output_is_cut_to_its_start_and_end_with_the_file_linked(tmp_path: Path) -> None:
+def test_a_long_output_shows_its_end_and_long_arguments_their_start_and_end(
+    tmp_path: Path,
+) -> None:
     run = make_steps_run(tmp_path / "run", 3)
     path = run / "attempts" / "calc" / "1" / TRAJECTORY_FILE
     doc = json.loads(path.read_text())
-    doc["steps"][1]["observation"]["results"][0]["content"] = (
-        "FIRST LINE\n" + "x" * 9000 + "\nLAST LINE"
-    )
+    step = doc["steps"][1]
+    step["tool_calls"][0]["arguments"] = {"command": "FIRST ARG " + "y" * 9000 + " LAST ARG"}
+    step["observation"]["results"][0]["content"] = "FIRST LINE\n" + "x" * 9000 + "\nLAST LINE"
     path.write_text(json.dumps(doc))
     html = _page(run, tmp_path / "page.html")
-    assert "FIRST LINE" in html and "LAST LINE" in html
-    assert "[... KSI cut " in html
-    assert "x" * 9000 not in html
+    assert "FIRST ARG" in html and "LAST ARG" in html
+    assert "LAST LINE" in html and "FIRST LINE" not in html  # an output's end, as for logs
+    assert html.count("[... KSI cut ") == 2
+    assert "x" * 2100 not in html and "y" * 2100 not in html
     assert "trajectory.json</a> holds the step whole" in html
 
 

@@ -71,6 +71,7 @@ _.x_ticks
 _.y_ticks
 _.flipped
 _.show_generations
+_.hidden_steps  # ksi/view/templates/steps.html.j2
 # attrs compares it (order=True): retries ready at the same time keep their order.
 _.sequence
 

@@ -276,7 +276,7 @@ def _print_step(console: Console, step: StepView) -> None:
 
 def print_steps(view: RunView, task: TaskView, attempt: AttemptView) -> None:
     """An attempt's timeline: one line per step (failures in red), then its message, each
-    tool call's arguments and output, each text cut to its start and end."""
+    tool call's arguments and output, bounded as on the page (:mod:`ksi.view.steps`)."""
     console = _console()
     rec = attempt.record
     traj = (

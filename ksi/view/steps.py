@@ -10,9 +10,10 @@ inline every tool output. As with the logs (:func:`ksi.view.runs.fair_limit`),
 a run's :data:`TRAJECTORY_BUDGET_BYTES` is shared out by the files' sizes;
 each attempt's share bounds how many steps it inlines (past them the page
 says how many more there are and links the file) and how much of each text
-(:data:`STEP_TEXT_CAP` at most, cut to its start and end with a marker saying
-how much went). The file is opened only inside the run directory
-(:func:`ksi.fstree.open_file_inside`), like every other file a view reads.
+(:data:`STEP_TEXT_CAP` at most: a tool's output its end, as for logs, any
+other text its start and end, with a marker saying how much went). The file
+is opened only inside the run directory (:func:`ksi.fstree.open_file_inside`),
+like every other file a view reads.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import attrs
 from ksi.fstree import open_file_inside
 from ksi.models import Usage
 from ksi.trajectories import TRAJECTORY_FILE, Step, Trajectory
-from ksi.trajectories.writer import MAX_READ_BYTES, cut_text, parse_trajectory
+from ksi.trajectories.writer import MARK, MAX_READ_BYTES, clean_text, cut_text, parse_trajectory
 
 #: Bytes of trajectory text one run's page inlines at most (steps and their texts).
 TRAJECTORY_BUDGET_BYTES = 16 * 1024 * 1024
@@ -123,7 +124,7 @@ def _calls(step: Step, cap: int) -> Iterator[tuple[CallView, bool]]:
         args = json.dumps(dict(call.arguments), indent=2, ensure_ascii=False, default=str)
         result = answered.get(call.call_id)
         shown_args = cut_text(args, cap)
-        output = None if result is None else cut_text(result.output, cap)
+        output = None if result is None else tail_text(result.output, cap)
         cut = shown_args != args or (result is not None and output != result.output)
         yield (
             CallView(
@@ -137,7 +138,7 @@ def _calls(step: Step, cap: int) -> Iterator[tuple[CallView, bool]]:
         )
     for result in step.results:
         if result.call_id is None or result.call_id not in {c.call_id for c in step.tool_calls}:
-            output = cut_text(result.output, cap)
+            output = tail_text(result.output, cap)
             yield (
                 CallView(
                     name=None,
@@ -148,6 +149,18 @@ def _calls(step: Step, cap: int) -> Iterator[tuple[CallView, bool]]:
                 ),
                 output != result.output,
             )
+
+
+def tail_text(text: str, limit: int) -> str:
+    """The end of a tool's output within ``limit`` UTF-8 bytes, after a marker saying how
+    much went: as with logs, the end of a command's output is where its story ends."""
+    text = clean_text(text)
+    data = text.encode("utf-8")
+    if len(data) <= limit:
+        return text
+    tail = data[-max(limit - 64, 1) :].decode("utf-8", "ignore")
+    gone = len(data) - len(tail.encode("utf-8"))
+    return f"{MARK}{gone:,} of {len(data):,} bytes here ...]\n{tail}"
 
 
 def step_view(number: int, step: Step, cap: int) -> StepView:
