@@ -39,6 +39,7 @@ from pathlib import Path
 from ksi.layout import RunLayout
 from ksi.models import EvalResult, Usage
 from ksi.records import AttemptRecord, SkippedFile, Timings
+from ksi.rundir.config import RunConfig
 from ksi.rundir.run_state import RunState, Session, save_run_state
 from ksi.serialization import dumps_line, write_json_atomic
 from ksi.trajectories import (
@@ -96,7 +97,7 @@ def write_run(root: Path, n_attempts: int, n_steps: int = 0) -> None:
         layout,
         RunState(
             run_id="bench-view",
-            config={"agent": "command", "attempts": ATTEMPTS_PER_TASK, "solved_threshold": 1.0},
+            config=RunConfig(agent="command", attempts=ATTEMPTS_PER_TASK, solved_threshold=1.0),
             task_ids=task_ids,
             sessions=(Session("2026-01-01T00:00:00+00:00", "2026-01-01T02:00:00+00:00"),),
             run_complete=True,

@@ -10,12 +10,15 @@ from __future__ import annotations
 import datetime as dt
 import enum
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from ksi.models import EvalResult, Usage
 from ksi.models import is_solved as is_solved  # the one solved predicate, for the runner
+
+if TYPE_CHECKING:
+    from ksi.rundir.config import RunConfig
 
 
 def now() -> str:
@@ -295,7 +298,8 @@ class RunInfo:
 
     run_id: str
     run_dir: Path
-    config: dict[str, Any]
+    #: Every setting of the run, as ``run.json`` records it.
+    config: RunConfig
     task_ids: tuple[str, ...]
     attempts_per_task: int
 

@@ -358,6 +358,59 @@ def test_corrupt_run_json_is_a_clear_error(tmp_path: Path) -> None:
         assert "run.json" in result.stderr and "Traceback" not in result.stderr
 
 
+def test_a_run_json_from_an_older_or_newer_ksi_still_reports_and_resumes(tmp_path: Path) -> None:
+    """run.json stays the same JSON; one without today's settings, or with a setting this
+    KSI does not know, still reads (the missing ones as their defaults) and resumes."""
+    tasks = _tasks(tmp_path, 2)
+    run_dir = tmp_path / "run"
+    opts: dict[str, Any] = {
+        "agent": "command",
+        "agent_options": {"cmd": "echo > repo/ok.txt"},
+        "evaluator_options": {"timeout_sec": 60},
+        "run_dir": run_dir,
+    }
+    ksi.run(tasks, **opts)
+    run_json = json.loads((run_dir / "run.json").read_text())
+    for newer in ("protect", "eval_in", "eval_isolation", "generations", "seed_knowledge_sha256"):
+        del run_json["config"][newer]
+    run_json["config"]["a_setting_from_a_later_ksi"] = 1
+    (run_dir / "run.json").write_text(json.dumps(run_json))
+
+    report = ksi_cli("report", str(run_dir), "--json")
+    assert report.returncode == 0, report.stderr
+    config = json.loads(report.stdout)["config"]
+    assert (config["agent"], config["eval_in"], config["generations"]) == ("command", "host", 1)
+    # The non-string option value keeps its type, so the same call still resumes.
+    assert config["evaluator_options"] == {"timeout_sec": 60}
+    grown = ksi.run(tasks, attempts=2, **opts)
+    assert grown.n_attempts == 4 and grown.solved_tasks == 2
+    with pytest.raises(RunError, match=r"evaluator_options: the run has \{'timeout_sec': 60\}"):
+        ksi.run(tasks, **{**opts, "evaluator_options": {"timeout_sec": 30}})
+
+
+class _TypedConfig:
+    def __init__(self) -> None:
+        self.seen: list[Any] = []
+
+    @hookimpl
+    def ksi_run_started(self, run: RunInfo) -> None:
+        self.seen.append((run.config.agent, run.config.attempts))
+        with pytest.warns(DeprecationWarning, match=r"read config\.model"):
+            self.seen.append(run.config.get("model"))  # an observer written for the dict
+
+
+def test_observers_get_the_typed_configuration(tmp_path: Path) -> None:
+    from ksi.plugins import register_plugin
+
+    observer = _TypedConfig()
+    unregister = register_plugin(observer, name="typed-config")
+    try:
+        ksi.run(_tasks(tmp_path, 1), agent="nop", model="m1", attempts=2, run_dir=tmp_path / "r")
+    finally:
+        unregister()
+    assert observer.seen == [("nop", 2), "m1"]
+
+
 class _RunJsonAtStart:
     def __init__(self) -> None:
         self.seen: list[Any] = []

@@ -16,6 +16,7 @@ from typing import Any
 from ksi.layout import RunLayout
 from ksi.models import EvalResult, Usage
 from ksi.records import AttemptRecord
+from ksi.rundir.config import RunConfig
 from ksi.rundir.journal import Journal
 from ksi.rundir.run_state import RunState, Session, save_run_state
 from ksi.trajectories import (
@@ -155,7 +156,9 @@ def write_run(
         layout,
         RunState(
             run_id=root.name,
-            config={"agent": "command", "attempts": 1, "solved_threshold": 1.0, **(config or {})},
+            config=RunConfig(
+                **{"agent": "command", "attempts": 1, "solved_threshold": 1.0, **(config or {})}
+            ),
             task_ids=task_ids,
             sessions=(Session("2026-01-01T00:00:00+00:00", "2026-01-01T00:01:00+00:00"),),
             run_complete=True,

@@ -19,18 +19,7 @@ from ksi.text import printable
 if TYPE_CHECKING:
     from ksi.tasks.selection import TaskSelection
 
-#: ``--eval-env NAME`` of every command that runs an eval command on the host.
-EvalEnvOption = Annotated[
-    list[str] | None,
-    typer.Option(
-        metavar="NAME",
-        help="Host environment variable to pass to the eval command (repeatable); it gets "
-        "no credentials otherwise.",
-    ),
-]
-
-
-# -- component names: completion from the registry, KSI_* environment defaults ---------
+# -- component names: completion from the registry ---------------------------------------
 
 
 def complete_names(kind: str) -> Callable[[str], list[tuple[str, str]]]:
@@ -63,106 +52,13 @@ def _first_sentence(text: str) -> str:
     return sentence if len(sentence) <= 70 else sentence[:69].rstrip() + "…"
 
 
-AgentOption = Annotated[
-    str | None,
-    typer.Option(
-        "--agent",
-        envvar="KSI_AGENT",
-        autocompletion=complete_names("agent"),
-        help="Agent name (ksi agents lists them).",
-    ),
-]
-TaskSourceOption = Annotated[
-    str,
-    typer.Option(
-        "--task-source",
-        envvar="KSI_TASK_SOURCE",
-        autocompletion=complete_names("task source"),
-        help="Task source that reads TASKS.",
-    ),
-]
-TaskSourceOptionsOption = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--task-source-option", metavar="KEY=VALUE", help="A task source option (repeatable)."
-    ),
-]
-EnvironmentOptionsOption = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--environment-option", metavar="KEY=VALUE", help="An environment option (repeatable)."
-    ),
-]
-EnvironmentOption = Annotated[
-    str,
-    typer.Option(
-        "--environment",
-        envvar="KSI_ENVIRONMENT",
-        autocompletion=complete_names("environment"),
-        help="Where the agents run: local, sandbox, docker, ...",
-    ),
-]
-EvaluatorOption = Annotated[
-    str | None,
-    typer.Option(
-        "--evaluator",
-        envvar="KSI_EVALUATOR",
-        autocompletion=complete_names("evaluator"),
-        help="Evaluator (default: the task source's).",
-    ),
-]
-ExecutorOption = Annotated[
-    str,
-    typer.Option(
-        "--executor",
-        envvar="KSI_EXECUTOR",
-        autocompletion=complete_names("executor"),
-        help="Where attempts are scheduled.",
-    ),
-]
-
-
 # -- task selection: one vocabulary for run, check, grade, regrade, tasks validate/list --
+# (the options themselves are the run's: ksi.cli.run_options)
 
 #: The tasks file or directory, as the first argument.
 TasksArg = Annotated[
     Path | None,
     typer.Argument(help="Tasks file or directory.", show_default=False),
-]
-#: The older spelling of TASKS, kept working.
-TasksPathOption = Annotated[
-    Path | None,
-    typer.Option("--tasks-path", metavar="PATH", help="Same as TASKS (the older spelling)."),
-]
-#: ``--task-id`` (repeatable, globs, ``a,b``); ``--task-ids`` is its older spelling.
-TaskIdOption = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--task-id",
-        "--task-ids",
-        metavar="ID|GLOB",
-        help="Only tasks whose id matches: an id or a glob like 'fix-*' (repeatable; a,b "
-        "works too). One that matches nothing is an error.",
-    ),
-]
-ExcludeOption = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--exclude",
-        metavar="ID|GLOB",
-        help="Leave out tasks whose id matches (repeatable; a,b works too).",
-    ),
-]
-#: ``--limit N``; ``--max-tasks`` is its older spelling.
-LimitOption = Annotated[
-    int | None,
-    typer.Option(
-        "--limit",
-        "--max-tasks",
-        min=1,
-        metavar="N",
-        help="Only the first N selected tasks, in file order.",
-    ),
 ]
 
 
@@ -179,7 +75,7 @@ def require_tasks_path(tasks: Path | None, tasks_path: Path | None, command: str
     """The tasks path a command cannot do without, or exit 2 saying how to give it."""
     path = tasks_path_of(tasks, tasks_path)
     if path is None:
-        raise UserInputError(f"give the tasks: ksi {command} TASKS_PATH ...")
+        raise UserInputError(f"give the tasks: ksi {command} TASKS ...")
     return path
 
 

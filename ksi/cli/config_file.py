@@ -1,9 +1,10 @@
 """``ksi run -c run.toml``: a command's options from a TOML file (read with stdlib ``tomllib``).
 
 The allowed keys are not written down anywhere: they are the command's own
-parameters, read from the click command when the file is loaded, so an
-option any part of KSI adds to ``ksi run`` (an environment's ``--image``, a
-new flag) can be given in the file at once. A key is an option's name as on
+parameters (``ksi run``'s are made from the run options' declarations,
+:mod:`ksi.cli.run_options`), read from the click command when the file is
+loaded, so an option any part of KSI adds to ``ksi run`` (an environment's
+``--image``, a new setting) can be given in the file at once. A key is an option's name as on
 the command line without the dashes (``task-id``, ``agent-option``; its
 older spellings and ``_`` for ``-`` work too), or ``tasks`` for the tasks
 path.

@@ -23,16 +23,18 @@ from ksi.attempt.components import component_name, resolve_host_evaluator
 from ksi.attempt.safety import configure_host_grading, decide_eval_isolation
 from ksi.choices import EvalIsolation
 from ksi.cli.common import (
-    EvalEnvOption,
-    EvaluatorOption,
-    TaskIdOption,
     TasksArg,
-    TaskSourceOption,
-    TaskSourceOptionsOption,
-    TasksPathOption,
     echo_json,
     require_tasks_path,
     stop_signals_as_interrupt,
+)
+from ksi.cli.run_options import (
+    EvalEnvOption,
+    EvaluatorOption,
+    TaskIdOption,
+    TaskSourceOption,
+    TaskSourceOptionsOption,
+    TasksPathOption,
 )
 from ksi.errors import UserInputError
 from ksi.fstree import copy_tree

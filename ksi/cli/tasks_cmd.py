@@ -8,16 +8,18 @@ from typing import Annotated, Any
 import typer
 
 from ksi.cli.common import (
-    ExcludeOption,
-    LimitOption,
-    TaskIdOption,
     TasksArg,
-    TaskSourceOption,
-    TaskSourceOptionsOption,
-    TasksPathOption,
     echo_json,
     require_tasks_path,
     task_selection,
+)
+from ksi.cli.run_options import (
+    ExcludeOption,
+    LimitOption,
+    TaskIdOption,
+    TaskSourceOption,
+    TaskSourceOptionsOption,
+    TasksPathOption,
 )
 from ksi.errors import TaskLoadError, UserInputError, problems_header
 from ksi.models import TaskSpec

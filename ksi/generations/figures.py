@@ -15,7 +15,6 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 from ksi.generations.phases import Phases
 from ksi.knowledge.models import Note
@@ -29,6 +28,7 @@ from ksi.records import (
     NoteEvidence,
     TaskGenerations,
 )
+from ksi.rundir.config import RunConfig
 from ksi.rundir.journal import latest_by_attempt, spending_records
 
 
@@ -41,7 +41,7 @@ def summarize_generations(
     run_dir: Path,
     records: Sequence[AttemptRecord],
     *,
-    config: Mapping[str, Any],
+    config: RunConfig,
     task_ids: Sequence[str],
     solved_threshold: float,
     control: Sequence[AttemptRecord] | None = None,
@@ -49,7 +49,7 @@ def summarize_generations(
     """The figures of a run of several generations; ``control``: the records of a control
     run (the ``--knowledge none`` arm) each note's receivers are compared with too."""
     phases = Phases.read(run_dir)
-    holdouts = tuple(t for t in config.get("holdout_task_ids") or () if t in set(task_ids))
+    holdouts = tuple(t for t in config.holdout_task_ids or () if t in set(task_ids))
     learning = [t for t in task_ids if t not in set(holdouts)]
     latest = _scored(records)
     by_gen: dict[int, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
@@ -139,10 +139,10 @@ def summarize_generations(
         for t in task_ids
     )
     return GenerationsSummary(
-        planned=int(config.get("generations", 1)),
-        strategy=str(config.get("strategy", "retry-unsolved")),
-        knowledge=str(config.get("knowledge", "notes")),
-        distiller=str(config.get("distiller", "evidence")),
+        planned=config.generations,
+        strategy=config.strategy,
+        knowledge=config.knowledge,
+        distiller=config.distiller,
         generations=tuple(gens),
         tasks=tasks,
         holdout_task_ids=holdouts,

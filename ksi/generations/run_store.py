@@ -16,8 +16,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-import attrs
-
 from ksi.choices import KnowledgeEvalOutput
 from ksi.generations.evidence import attempt_evidence, scored
 from ksi.knowledge.db import DB_FILE, KnowledgeDB, Receipt, StoredAttempt
@@ -176,14 +174,12 @@ def open_run_store(run_dir: Path) -> tuple[KnowledgeDB, str]:
     """
     layout = RunLayout(Path(run_dir).resolve())
     state = load_run_state(layout)
-    path = store_path(layout.root, state.config.get("knowledge_db"))
+    path = store_path(layout.root, state.config.knowledge_db)
     if path.is_file():
         return KnowledgeDB.open(path, readonly=True), state.run_id
     db = KnowledgeDB.open(Path(":memory:"))
-    known = {f.name for f in attrs.fields(RunConfig)}
-    config = RunConfig(**{k: v for k, v in state.config.items() if k in known})
     store = RunStore(
-        db, run_id=state.run_id, run_dir=layout.root, config=config, task_hashes=state.tasks
+        db, run_id=state.run_id, run_dir=layout.root, config=state.config, task_hashes=state.tasks
     )
     db.register_run(state.run_id, layout.root, now())
     for generation in stored_generations(layout.root):

@@ -24,7 +24,7 @@ _last_write: dict[str, float] = {}
 
 
 def _write(run: RunInfo) -> None:
-    target = run.config.get("output_json")
+    target = run.config.output_json
     if not target:
         return
     # start-up: listing components imports this module; this only when used

@@ -29,7 +29,7 @@ def build_report(
         "run_dir": str(layout.root),
         "run_complete": summary.run_complete,
         "stopped_reason": summary.stopped_reason,
-        "config": state.config,
+        "config": to_data(state.config),
         "versions": state.versions or {"python": platform.python_version()},
         "sessions": to_data(state.sessions),
         "summary": data,

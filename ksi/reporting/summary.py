@@ -178,9 +178,7 @@ def summarize_run(
     layout = RunLayout(Path(run_dir).resolve())
     state = load_run_state(layout)
     config = state.config
-    threshold = (
-        solved_threshold if solved_threshold is not None else config.get("solved_threshold", 1.0)
-    )
+    threshold = solved_threshold if solved_threshold is not None else config.solved_threshold
     if journal is None:
         journal = read_journal(layout.journal)
     summary = summarize(
@@ -188,14 +186,14 @@ def summarize_run(
         run_id=state.run_id or layout.root.name,
         run_dir=str(layout.root),
         task_ids=state.task_ids,
-        attempts_per_task=int(config.get("attempts", 1)),
+        attempts_per_task=config.attempts,
         solved_threshold=float(threshold),
         wall_time_sec=state.wall_time_sec(),
         run_complete=state.run_complete,
         stopped_reason=state.stopped_reason,
         warnings=journal_warnings(layout.journal, journal),
     )
-    if int(config.get("generations", 1)) <= 1:
+    if config.generations <= 1:
         return summary
 
     generations = summarize_generations(

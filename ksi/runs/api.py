@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import difflib
+import inspect
 import secrets
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -30,10 +31,6 @@ def default_run_dir(runs_root: str | Path = "runs", run_name: str | None = None)
         return Path(runs_root) / run_name
     stamp = dt.datetime.now().strftime("run-%Y%m%d-%H%M%S")
     return Path(runs_root) / f"{stamp}-{secrets.token_hex(3)}"
-
-
-#: ``ksi.run()``'s own keyword arguments (besides the RunConfig fields).
-_RUN_PARAMS = frozenset({"evaluator", "environment", "concurrency", "run_dir", "progress"})
 
 
 def _unknown_options(unknown: Sequence[str], known: set[str] | frozenset[str]) -> str:
@@ -67,13 +64,15 @@ def run(
     ``task_source``; ``agent``, ``evaluator`` and ``environment`` are names
     (as on the command line), component classes, or ready instances. Other
     keyword arguments are :class:`~ksi.rundir.config.RunConfig` fields
-    (``timeout_sec``, ``retries``, ``wipe_workspace``, ``model``...). Running
-    again with the same ``run_dir`` resumes.
+    (``timeout_sec``, ``retries``, ``wipe_workspace``, ``model``...), each the
+    counterpart of a ``ksi run`` option (docs/python-api.md lists them, from the
+    same declarations). Running again with the same ``run_dir`` resumes.
     """
     known = {f.name for f in attrs.fields(RunConfig)}
     unknown = sorted(set(options) - known)
     if unknown:
-        raise UserInputError(_unknown_options(unknown, known | _RUN_PARAMS))
+        own = set(inspect.signature(run).parameters) - {"tasks", "options"}
+        raise UserInputError(_unknown_options(unknown, known | own))
     given_tasks: list[TaskSpec] | None = None
     tasks_path: str | None = None
     if isinstance(tasks, (str, Path)):

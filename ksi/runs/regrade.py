@@ -46,18 +46,18 @@ def regrade_run(
     state = load_run_state(layout)
     config = state.config
     wanted = set((selection or TaskSelection()).select_ids(state.task_ids, where=str(run_dir)))
-    tasks_path = config.get("tasks_path")
+    tasks_path = config.tasks_path
     if not tasks_path:
         raise UserInputError(
             f"{run_dir}: the run was started from Python with in-memory tasks; "
             "regrade needs a tasks file"
         )
-    source = get_task_source(config.get("task_source", "custom"))
+    source = get_task_source(config.task_source)
     tasks = {t.id: t for t in source.load(Path(tasks_path))}
-    name = evaluator or config.get("evaluator") or source.default_evaluator
+    name = evaluator or config.evaluator or source.default_evaluator
     # The run's evaluator options belong to the run's evaluator, not to another one.
-    same = evaluator is None or evaluator == config.get("evaluator")
-    stored_options = config.get("evaluator_options") if same else None
+    same = evaluator is None or evaluator == config.evaluator
+    stored_options = config.evaluator_options if same else None
     grader, _ = resolve_host_evaluator(
         name,
         evaluator_options or stored_options,
@@ -65,13 +65,9 @@ def regrade_run(
         "works with host evaluators only",
     )
     # The run's environment, as the run built it: whether it isolated the agent decides `auto`.
-    environment, _ = resolve(
-        ENVIRONMENT, config.get("environment") or "local", config.get("environment_options")
-    )
-    isolation = decide_eval_isolation(
-        eval_isolation or config.get("eval_isolation") or "auto", environment
-    )
-    names = eval_env if eval_env is not None else (config.get("eval_env") or [])
+    environment, _ = resolve(ENVIRONMENT, config.environment, config.environment_options)
+    isolation = decide_eval_isolation(eval_isolation or config.eval_isolation, environment)
+    names = eval_env if eval_env is not None else config.eval_env
     grader = configure_host_grading(grader, isolation=isolation, pass_env=names)
     # A run still going would append to the same journal while we read it.
     with layout.lock_exclusive():

@@ -183,7 +183,6 @@ def open_run_dir(layout: RunLayout, config: RunConfig, run: ResolvedRun) -> tupl
     """``run.json`` for this session: a new run's, or the resumed run's with this
     session's settings; True when it resumes a run."""
     fingerprints = task_set_fingerprint(run.tasks)
-    config_data = attrs.asdict(config)
     resumed = layout.run_json.exists()
     if not resumed:
         layout.check_new_run_dir()
@@ -203,14 +202,14 @@ def open_run_dir(layout: RunLayout, config: RunConfig, run: ResolvedRun) -> tupl
         added = [t.id for t in run.tasks if t.id not in stored.tasks]
         state = attrs.evolve(
             stored,
-            config={**stored.config, **config_data},
+            config=config,
             tasks={**stored.tasks, **fingerprints},
             task_ids=[*stored.task_ids, *added],
         )
     else:
         state = RunState(
             run_id=uuid.uuid4().hex[:12],
-            config=config_data,
+            config=config,
             tasks=fingerprints,
             task_ids=[t.id for t in run.tasks],
         )

@@ -121,12 +121,11 @@ def compare_runs(runs: Sequence[tuple[str, RunSummary, RunState]]) -> Comparison
 
 
 def _differences(states: Sequence[RunState]) -> dict[str, tuple[Any, ...]]:
-    keys: list[str] = []
-    for state in states:
-        keys.extend(k for k in state.config if k not in keys and k not in _UNCOMPARED)
+    configs = [attrs.asdict(state.config) for state in states]
+    keys = [k for k in configs[0] if k not in _UNCOMPARED] if configs else []
     found = {}
     for key in keys:
-        values = tuple(s.config.get(key) for s in states)
+        values = tuple(config[key] for config in configs)
         if len({repr(v) for v in values}) > 1:
             found[key] = values
     return found

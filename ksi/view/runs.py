@@ -19,7 +19,7 @@ import os
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import attrs
 
@@ -144,6 +144,11 @@ class RunView:
     @property
     def name(self) -> str:
         return self.root.name
+
+    @property
+    def settings(self) -> dict[str, Any]:
+        """The run's configuration as ``run.json`` holds it (the page lists it)."""
+        return attrs.asdict(self.state.config)
 
     @property
     def generations(self) -> GenerationsSummary | None:
@@ -383,7 +388,7 @@ def _components(state: RunState, records: Sequence[AttemptRecord]) -> dict[str, 
     first = records[0] if records else None
     found: dict[str, str] = {}
     for key in ("agent", "model", "environment", "evaluator", "executor"):
-        value = config.get(key)
+        value = getattr(config, key)
         if not value and first is not None:
             value = getattr(first, key, None)
         if value:
