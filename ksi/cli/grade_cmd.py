@@ -84,7 +84,7 @@ def grade_workspace(
         what = "is not a directory" if workspace.exists() else "does not exist"
         raise UserInputError(f"--workspace: {str(workspace)!r} {what}; pass the directory to grade")
     if not tasks_path.exists():
-        raise UserInputError(f"--tasks-path: {str(tasks_path)!r} does not exist")
+        raise UserInputError(f"TASKS: {str(tasks_path)!r} does not exist")
     source = get_task_source(task_source, task_source_options)
     patterns = (task_id,) if isinstance(task_id, str) else tuple(task_id)
     task = _find_task(source.load(tasks_path), patterns, tasks_path)

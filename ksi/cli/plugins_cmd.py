@@ -176,7 +176,6 @@ def new(
     typer.echo(f"  ksi install -e {target}")
     typer.echo("  ksi plugins")
     typer.echo(
-        f"  ksi run --task-source {names.name} "
-        f"--tasks-path {target / 'tasks' / 'example.jsonl'} --agent oracle"
+        f"  ksi run {target / 'tasks' / 'example.jsonl'} --task-source {names.name} --agent oracle"
     )
     typer.echo(f"  cd {target} && pytest")

