@@ -22,8 +22,6 @@ This module is imported by ``ksi run --help``: it imports nothing heavy.
 from __future__ import annotations
 
 import enum
-import hashlib
-import json
 import os
 import warnings
 from collections.abc import Iterator, Sequence
@@ -934,6 +932,9 @@ def task_fingerprint(task: TaskSpec) -> str:
     Starting files are left out on purpose: comparing them would mean reading
     (or writing) every task's files just to resume.
     """
+    import hashlib  # not at import: `ksi run --help` reads this module and needs neither
+    import json
+
     ident = {
         "id": task.id,
         "prompt": task.prompt,
