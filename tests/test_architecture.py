@@ -31,6 +31,7 @@ NOT_CORE = {"ksi", "ksi.__main__", "ksi.jobs", "ksi._moved"}
 #: Core imports of an upper layer's names for annotations only (under TYPE_CHECKING), and why.
 ANNOTATIONS_ONLY = {
     ("ksi.interfaces", "ksi.attempt.job"): "the executor protocol names the job it moves",
+    ("ksi.records", "ksi.rundir.config"): "observers' RunInfo holds the run's typed settings",
 }
 
 

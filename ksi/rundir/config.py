@@ -24,7 +24,7 @@ from __future__ import annotations
 import enum
 import os
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -43,7 +43,6 @@ from ksi.tasks.selection import TaskSelection
 
 if TYPE_CHECKING:
     from ksi.models import TaskSpec
-    from ksi.rundir.run_state import RunState
 
 
 class Change(enum.Enum):
@@ -932,7 +931,8 @@ def task_fingerprint(task: TaskSpec) -> str:
     Starting files are left out on purpose: comparing them would mean reading
     (or writing) every task's files just to resume.
     """
-    import hashlib  # not at import: `ksi run --help` reads this module and needs neither
+    # start-up: `ksi run --help` reads this module and needs neither
+    import hashlib
     import json
 
     ident = {
@@ -962,16 +962,20 @@ def _words(config: RunConfig) -> dict[str, Any]:
 
 
 def resume_mismatches(
-    stored: RunState, config: RunConfig, fingerprints: dict[str, str]
+    stored: RunConfig,
+    stored_tasks: Mapping[str, str],
+    config: RunConfig,
+    fingerprints: Mapping[str, str],
 ) -> list[str]:
-    """Why the stored run cannot be resumed with this configuration (empty: it can).
+    """Why the stored run (its configuration, its tasks' fingerprints) cannot be resumed
+    with this configuration and these tasks (empty: it can).
 
     Each line names the setting, both values and the fix. A setting the stored
     run predates reads as its default: the run ran with it.
     """
     problems = []
-    old_values, new_values = _words(stored.config), _words(config)
-    several = config.generations > 1 or stored.config.generations > 1
+    old_values, new_values = _words(stored), _words(config)
+    several = config.generations > 1 or stored.generations > 1
     for name, rule in RESUME_RULES.items():
         old, value = old_values[name], new_values[name]
         change = Change.MATCH if several and name in MULTI_GENERATION_MATCH else rule.change
@@ -990,8 +994,9 @@ def resume_mismatches(
             f"{name}: the run has {old!r}, this command has {value!r}; old records would not "
             f"be comparable: give {rule.flag} as the run has it, or start a new --run-dir"
         )
-    old_tasks = stored.tasks
-    changed = sorted(t for t in fingerprints if t in old_tasks and old_tasks[t] != fingerprints[t])
+    changed = sorted(
+        t for t in fingerprints if t in stored_tasks and stored_tasks[t] != fingerprints[t]
+    )
     if changed:
         problems.append(
             f"tasks whose prompt or eval changed: {', '.join(changed[:10])}; their old records "

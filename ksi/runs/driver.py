@@ -134,8 +134,9 @@ class Driver:
         records: list[AttemptRecord] = []
         resumed = layout.run_json.exists()
         if resumed:
+            stored = load_run_state(layout)
             problems = resume_mismatches(
-                load_run_state(layout), self.config, task_set_fingerprint(tasks)
+                stored.config, stored.tasks, self.config, task_set_fingerprint(tasks)
             )
             if problems:
                 raise RunError(

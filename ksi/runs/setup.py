@@ -188,7 +188,7 @@ def open_run_dir(layout: RunLayout, config: RunConfig, run: ResolvedRun) -> tupl
         layout.check_new_run_dir()
     if resumed:
         stored = load_run_state(layout)
-        problems = resume_mismatches(stored, config, fingerprints)
+        problems = resume_mismatches(stored.config, stored.tasks, config, fingerprints)
         if problems:
             raise RunError(
                 f"{layout.root} holds a different run; refusing to resume it:\n"
