@@ -26,6 +26,7 @@ the pages do not depend on what happens to be installed.
 from __future__ import annotations
 
 import argparse
+import enum
 import inspect
 import os
 import re
@@ -265,6 +266,8 @@ def _default(field: Any) -> str:
     default = field.default
     if isinstance(default, attrs.Factory):
         default = default.factory()
+    if isinstance(default, enum.Enum):
+        default = default.value  # ksi.run() takes the word as well as the member
     return _code(repr(default).replace("'", '"'))
 
 
