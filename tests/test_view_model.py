@@ -189,7 +189,7 @@ def test_comparison_lists_flipped_tasks_first_with_the_change(tmp_path: Path) ->
             record("lost", 1, 0.5),
             record("only-b", 1, 1.0),
         ],
-        config={"knowledge": "evidence"},
+        config={"knowledge": "notes"},
     )
     runs = [(p.name, summarize_run(p), load_run_state(RunLayout(p))) for p in (a, b)]
     comparison = compare_runs(runs)
@@ -203,7 +203,7 @@ def test_comparison_lists_flipped_tasks_first_with_the_change(tmp_path: Path) ->
     assert by_id["better"].change == pytest.approx(0.4)
     assert by_id["only-a"].solved == (True, None) and by_id["only-a"].direction == "missing"
     assert comparison.gained == ("gained",) and comparison.lost == ("lost",)
-    assert comparison.differences["knowledge"] == ("none", "evidence")
+    assert comparison.differences["knowledge"] == ("none", "notes")
     assert "agent" not in comparison.differences
     with pytest.raises(ValueError):
         compare_runs(runs[:1])

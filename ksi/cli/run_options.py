@@ -244,9 +244,7 @@ def _value(field: attrs.Attribute[Any], opt: RunOption, given: Any) -> Any:
     if given is None and not _has_default(field):
         return attrs.NOTHING
     if opt.choices:
-        word = check_choice(opt.flag, given, opt.choices)
-        base, _ = _base(field.type)
-        return base(word) if isinstance(base, type) and issubclass(base, enum.Enum) else word
+        return check_choice(opt.flag, given, opt.choices)  # RunConfig makes it the member
     return given
 
 

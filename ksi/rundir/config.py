@@ -829,12 +829,20 @@ class RunConfig:
         },
     )
 
+    def __attrs_post_init__(self) -> None:
+        # A choice given as its word (``ksi.run(eval_in="host")``) is held as its member,
+        # however the settings were made; any other value is kept for problems() to report.
+        for field, opt in options_of(RunConfig):
+            words = type(opt.choices[0]) if opt.choices else None
+            value = getattr(self, field.name)
+            if words is not None and issubclass(words, enum.Enum) and value in opt.choices:
+                setattr(self, field.name, words(value))
+
     def problems(self) -> list[str]:
         """What is out of range (the CLI checks its flags; ``ksi.run()`` callers get this)."""
         out = []
         for field, opt in options_of(RunConfig):
             value = getattr(self, field.name)
-            # A word given as a plain string (``ksi.run(eval_in="host")``) equals its member.
             if opt.choices and value not in opt.choices:
                 listed = [repr(str(c)) for c in opt.choices]
                 expected = ", ".join(listed[:-1]) + " or " + listed[-1]
