@@ -80,14 +80,19 @@ class DuplicateComponentError(PluginError):
     """Two plugins registered the same name for the same kind of component."""
 
 
-class AgentAuthError(KsiError):
-    """Attempts of a run failed to authenticate (a missing, wrong or expired key).
+class AgentSetupError(KsiError):
+    """Attempts of a run failed for the agent's set-up, not the task: a key, an endpoint
+    it cannot connect to, its own sandbox or permission layer refusing every tool call.
 
     Raised by ``ksi run`` after the summary, so the run exits non-zero (3) and
-    says which agent, which variables to check and the CLI's own message.
+    says which agent, what failed, the CLI's own words and how to resume.
     """
 
     exit_code = 3
+
+
+class AgentAuthError(AgentSetupError):
+    """Attempts of a run failed to authenticate (a missing, wrong or expired key)."""
 
 
 class EnvironmentFailure(KsiError):

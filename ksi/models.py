@@ -187,6 +187,12 @@ class AgentStatus(enum.StrEnum):
     #: It could not be run at all (the ``command`` agent's program did not start).
     ERROR = "error"
     AUTH_ERROR = "auth_error"
+    #: It could not reach its model's endpoint (connection refused, DNS, TLS), also when
+    #: it was still retrying one at the task's time limit.
+    CONNECTION_ERROR = "connection_error"
+    #: Its own sandbox or permission layer refused every tool call it made (Codex's
+    #: sandbox that cannot start, a permission mode that allows no command).
+    TOOLS_REFUSED = "tools_refused"
     RATE_LIMITED = "rate_limited"
     #: The provider said it is overloaded (retried with backoff, as ``rate_limited``).
     OVERLOADED = "overloaded"

@@ -169,6 +169,31 @@ def test_bad_key_without_fail_fast_runs_every_attempt(tmp_path: Path) -> None:
     assert sorted(r["agent_status"] for r in run.records) == ["auth_error", "auth_error"]
 
 
+def test_a_permission_mode_that_refuses_every_command_is_tools_refused(tmp_path: Path) -> None:
+    """In the ``default`` mode Claude Code asks before a command writes a file, and nobody
+    answers in a run: the model gives up and the work scored 0. It is an agent error naming
+    the fix, and the run stops there (exit 3)."""
+    gave_up = Answer("I could not create the file without permission.", MockUsage(10, 5))
+    run = ksi_run_with_mock(
+        tmp_path,
+        agent=AGENT,
+        env=KEY,
+        model=MODEL,
+        agent_options=["permission_mode=default"],
+        script=[write_hello(MockUsage(10, 5)), gave_up],
+    )
+    rec = run.record
+    assert (rec["status"], rec["score"], rec["agent_status"]) == (
+        "agent_error",
+        None,
+        "tools_refused",
+    ), run.describe()
+    assert "refused every tool call it made (1): " in rec["error"]
+    assert "needs approval" in rec["error"]  # Claude Code's own words
+    assert "permission_mode=bypassPermissions" in rec["error"]
+    assert run.proc.returncode == 3, run.describe()
+
+
 def test_rate_limit_is_rate_limited(tmp_path: Path) -> None:
     run = ksi_run_with_mock(
         tmp_path,

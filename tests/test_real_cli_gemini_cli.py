@@ -194,3 +194,25 @@ def test_max_cost_stops_the_run_on_the_estimated_cost(tmp_path: Path) -> None:
     assert rec["usage"]["cost_estimated"] is True and rec["usage"]["cost_usd"] > 0.1
     assert len(run.served) == 2, "the second task never started"
     assert "max_cost" in run.proc.stdout + run.proc.stderr, run.describe()
+
+
+def test_an_approval_mode_that_offers_no_command_is_tools_refused(tmp_path: Path) -> None:
+    """Headless, in the ``default`` approval mode, the CLI offers no tool that needs
+    approval: the model's command is "not found", and the work would have scored 0."""
+    run = ksi_run_with_mock(
+        tmp_path,
+        agent=AGENT,
+        env=KEY,
+        model=MODEL,
+        agent_options=["approval_mode=default"],
+        script=[write_hello(MockUsage(100, 10)), Answer("I could not run it.", MockUsage(90, 9))],
+    )
+    rec = run.record
+    assert (rec["status"], rec["score"], rec["agent_status"]) == (
+        "agent_error",
+        None,
+        "tools_refused",
+    ), run.describe()
+    assert 'Tool "run_shell_command" not found' in rec["error"]
+    assert "approval_mode=yolo" in rec["error"]
+    assert run.proc.returncode == 3, run.describe()

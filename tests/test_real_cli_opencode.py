@@ -108,3 +108,26 @@ def test_timeout_keeps_the_usage_of_calls_served_before(tmp_path: Path) -> None:
     assert rec["usage"]["input_tokens"] == 120, run.describe()
     assert rec["usage"]["output_tokens"] == 15
     assert rec["usage"]["turns"] == 1
+
+
+@pytest.mark.parametrize("rule", ["ask", "deny"])
+def test_a_permission_that_refuses_every_tool_is_tools_refused(tmp_path: Path, rule: str) -> None:
+    """ "ask" has nobody to answer in a run, "deny" offers no tool: either way no call ran,
+    and the work would have scored 0."""
+    run = ksi_run_with_mock(
+        tmp_path,
+        agent="opencode",
+        env=KEY,
+        model=MODEL,
+        agent_options=[f'permission={{"*": "{rule}"}}'],
+        script=[SOLVE[0], Answer("I could not write it.", MockUsage(60, 5))],
+    )
+    rec = run.record
+    assert (rec["status"], rec["score"], rec["agent_status"]) == (
+        "agent_error",
+        None,
+        "tools_refused",
+    ), run.describe()
+    said = "rejected permission" if rule == "ask" else "unavailable tool"
+    assert said in rec["error"] and "leave --agent-option permission unset" in rec["error"]
+    assert run.proc.returncode == 3, run.describe()

@@ -291,6 +291,71 @@ def test_without_fail_fast_every_attempt_runs(tmp_path: Path) -> None:
     assert summary.stopped_reason == ""
 
 
+class _UnreachableAgent(_CostlyAgent):
+    """An in-process agent whose endpoint refuses connections, except for ``reachable`` tasks."""
+
+    name: ClassVar[str] = "unreachable"
+
+    def __init__(self, reachable: tuple[str, ...] = (), error: str = "") -> None:
+        self.reachable = reachable
+        self.error = error or "could not connect to http://127.0.0.1:9: connect ECONNREFUSED"
+
+    def outcome(self, ctx: AgentContext, result: ExecResult | None) -> AgentOutcome:
+        if ctx.task.id in self.reachable:
+            return AgentOutcome()
+        return AgentOutcome(status="connection_error", error=self.error)
+
+
+def test_connection_errors_in_a_row_stop_the_run_and_a_resume_runs_them_again(
+    tmp_path: Path,
+) -> None:
+    tasks = write_tasks(
+        tmp_path / "tasks.jsonl", [dict(HELLO_TASK, task_id=f"t{i}") for i in range(5)]
+    )
+    run_dir = tmp_path / "run"
+    summary = ksi.run(tasks, agent=_UnreachableAgent(), run_dir=run_dir, concurrency=1)
+    assert summary.n_attempts == 3 and summary.error_attempts == 3
+    assert summary.stopped_reason.startswith(
+        "connection_error: agent 'unreachable' could not connect in 3 attempts in a row "
+        "(the connection was refused)"
+    )
+    assert summary.run_complete is False
+    everyone = tuple(f"t{i}" for i in range(5))
+    again = ksi.run(tasks, agent=_UnreachableAgent(everyone), run_dir=run_dir, concurrency=1)
+    assert again.solved_tasks == 5 and again.run_complete is True
+
+
+def test_connection_errors_after_an_attempt_got_through_do_not_stop_the_run(
+    tmp_path: Path,
+) -> None:
+    tasks = write_tasks(
+        tmp_path / "tasks.jsonl", [dict(HELLO_TASK, task_id=f"t{i}") for i in range(5)]
+    )
+    agent = _UnreachableAgent(reachable=("t0",))
+    summary = ksi.run(tasks, agent=agent, run_dir=tmp_path / "run", concurrency=1)
+    assert summary.n_attempts == 5 and summary.error_attempts == 4
+    assert summary.stopped_reason == ""
+
+
+class _FlakyDnsAgent(_UnreachableAgent):
+    """Refused on even tasks, a name that does not resolve on odd ones."""
+
+    def outcome(self, ctx: AgentContext, result: ExecResult | None) -> AgentOutcome:
+        if int(ctx.task.id[1:]) % 2:
+            return AgentOutcome(status="connection_error", error="getaddrinfo ENOTFOUND gw.invalid")
+        return super().outcome(ctx, result)
+
+
+def test_connection_errors_of_different_kinds_are_not_the_same_error_in_a_row(
+    tmp_path: Path,
+) -> None:
+    tasks = write_tasks(
+        tmp_path / "tasks.jsonl", [dict(HELLO_TASK, task_id=f"t{i}") for i in range(5)]
+    )
+    summary = ksi.run(tasks, agent=_FlakyDnsAgent(), run_dir=tmp_path / "run", concurrency=1)
+    assert summary.n_attempts == 5 and summary.stopped_reason == ""
+
+
 class _Recorder:
     def __init__(self) -> None:
         self.calls: list[tuple[str, Any]] = []

@@ -246,6 +246,14 @@ class ClaudeCodeAgent(CliAgent):
             env["CLAUDE_CODE_MAX_RETRIES"] = str(self.max_retries)
         return env
 
+    def refusal_fix(self, ctx: AgentContext, result: ExecResult, refusal: str) -> str:
+        return (
+            f"its permission mode {self.permission_mode!r} asks before it runs a command or "
+            "edits a file, and nobody can answer in a run: leave --agent-option "
+            "permission_mode=bypassPermissions (the default), or name the tools it may use "
+            "with --agent-option allowed_tools=..."
+        )
+
     def parse(self, ctx: AgentContext, result: ExecResult) -> Parsed:
         final: dict[str, Any] | None = None
         last_text = ""
@@ -254,10 +262,16 @@ class ClaudeCodeAgent(CliAgent):
         streamed: set[str] = set()
         current = ""
         retrying: int | None = None
+        #: Each tool call's id, and what its result said.
+        tool_results: dict[str, str] = {}
         for event in json_lines(result.stdout_path):
             kind = event.get("type")
             if kind == "result":
                 final = event
+            elif kind == "user":
+                for block in as_dict(event.get("message")).get("content") or []:
+                    if isinstance(block, dict) and block.get("type") == "tool_result":
+                        tool_results[str(block.get("tool_use_id"))] = _text(block.get("content"))
             elif kind == "system" and event.get("subtype") == "api_retry":
                 retrying = as_int(event.get("error_status")) or None
             elif kind == "stream_event":
@@ -273,6 +287,9 @@ class ClaudeCodeAgent(CliAgent):
                 ]
                 if any(texts):
                     last_text = "".join(texts)
+                for block in msg.get("content") or []:
+                    if isinstance(block, dict) and block.get("type") == "tool_use":
+                        tool_results.setdefault(str(block.get("id")), "")
                 msg_id = str(msg.get("id") or f"#{len(per_message)}")
                 if msg_id not in streamed:
                     # Every content block of one API message repeats its (start) usage.
@@ -299,8 +316,22 @@ class ClaudeCodeAgent(CliAgent):
         text = final.get("result")
         message = text if isinstance(text, str) else last_text
         subtype = str(final.get("subtype") or "")
+        denied = [
+            str(d.get("tool_use_id"))
+            for d in final.get("permission_denials") or []
+            if isinstance(d, dict)
+        ]
+        refusal = ""
+        if tool_results and set(tool_results) <= set(denied):
+            refusal = tool_results[denied[0]] or f"{len(denied)} tool call(s) denied"
         if subtype == "success" and not final.get("is_error"):
-            return Parsed(usage=usage, final_message=message, succeeded=True)
+            return Parsed(
+                usage=usage,
+                final_message=message,
+                succeeded=True,
+                tool_calls=len(tool_results),
+                refusal=refusal,
+            )
         if subtype in _LIMIT_SUBTYPES:
             return Parsed(
                 usage=usage,
@@ -389,6 +420,15 @@ class ClaudeCodeAgent(CliAgent):
                 "Output tokens per step are each message's count at its start (no stream events)."
             )
         return b.build()
+
+
+def _text(content: Any) -> str:
+    """A tool result's text (a string, or a list of text blocks)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(str(b.get("text") or "") for b in content if isinstance(b, dict))
+    return ""
 
 
 @hookimpl(trylast=True)

@@ -35,6 +35,7 @@ import attrs
 from ksi.agents.builtin import PROMPT_ENV_MAX_BYTES, prompt_path, write_prompt
 from ksi.agents.errors import classify_text, first_line
 from ksi.agents.tested_versions import version_in
+from ksi.connection import connection_failure
 from ksi.interfaces import (
     AgentBase,
     AgentContext,
@@ -143,6 +144,12 @@ class Parsed:
     #: output shows one: a run cut off by KSI's timeout while the CLI retried a 401
     #: or a 429 failed for that reason, not for being slow.
     retrying_status: int | None = None
+    #: How many tool calls (commands, edits) the agent made, and, when its own sandbox
+    #: or permission layer refused every one of them, that refusal in the CLI's words
+    #: ("" when it made none or one ran): such an agent never worked on the task, and
+    #: its score would only say that its tools were off.
+    tool_calls: int = 0
+    refusal: str = ""
 
 
 @attrs.frozen
@@ -453,7 +460,26 @@ class CliAgent(AgentBase):
             parsed = self.parse(ctx, result)
         except Exception as exc:  # a parser bug must not lose the attempt
             parsed = Parsed(error=f"KSI could not parse {self.name} output: {exc}")
-        return parsed_outcome(self.name, self.binary, result, parsed)
+        fix = self.refusal_fix(ctx, result, parsed.refusal) if parsed.refusal else ""
+        return parsed_outcome(
+            self.name,
+            self.binary,
+            result,
+            parsed,
+            endpoint=self.endpoint_text(ctx),
+            refusal_fix=fix,
+        )
+
+    def endpoint_text(self, ctx: AgentContext) -> str:
+        """Where the CLI's model calls go, as a connection error names it."""
+        base_url = str(getattr(self, "base_url", "") or "")
+        if base_url:
+            return f"{base_url} (its base_url)"
+        return ", ".join(f"{e.host}:{e.port}" for e in self.endpoints(ctx))
+
+    def refusal_fix(self, ctx: AgentContext, result: ExecResult, refusal: str) -> str:
+        """How to let the agent's tools run, for a ``tools_refused`` attempt ("" : unknown)."""
+        return ""
 
     def _keep_trajectory(self, ctx: AgentContext) -> None:
         if self.trajectory_file:
@@ -486,20 +512,48 @@ def keep_ksi_file(ctx: AgentContext, name: str) -> None:
         shutil.copyfile(src, ctx.attempt_dir / name)
 
 
-def parsed_outcome(name: str, binary: str, result: ExecResult, parsed: Parsed) -> AgentOutcome:
+def parsed_outcome(
+    name: str,
+    binary: str,
+    result: ExecResult,
+    parsed: Parsed,
+    *,
+    endpoint: str = "",
+    refusal_fix: str = "",
+) -> AgentOutcome:
     """How a process that ran ended, from its exit status and what its output said.
 
     Shared by every agent that reads its process's output into a :class:`Parsed`
     (the CLI agents, ``acp``), so a timeout, a retried HTTP status, a reported
-    error and an exit code mean the same for all of them.
+    error and an exit code mean the same for all of them. ``endpoint`` (where its
+    model calls go) is named by a connection error; ``refusal_fix`` (how to let its
+    tools run) by a ``tools_refused`` one: every tool call refused is no score of
+    the work, whatever the process said after.
     """
     stderr_tail = read_tail(result.stderr_path, _TAIL_BYTES) if result.stderr_path else ""
+    if parsed.refusal:
+        error = (
+            f"{name}'s own sandbox or permission layer refused every tool call it made "
+            f"({parsed.tool_calls}): {first_line(parsed.refusal, 200)}"
+        )
+        return AgentOutcome(
+            AgentStatus.TOOLS_REFUSED,
+            parsed.usage,
+            parsed.final_message,
+            f"{error}; {refusal_fix}" if refusal_fix else error,
+        )
     if result.timed_out:
         error = f"{name} timed out after {result.duration_sec:.0f}s"
         why = _RETRIED_STATUS.get(parsed.retrying_status or 0)
         if why is not None:
             error += f" while retrying HTTP {parsed.retrying_status} ({why})"
-        return AgentOutcome(why or AgentStatus.TIMEOUT, parsed.usage, parsed.final_message, error)
+        elif classify_text([parsed.error]) == AgentStatus.CONNECTION_ERROR:
+            # Still retrying a connection at the time limit: it never reached its model.
+            why = AgentStatus.CONNECTION_ERROR
+            error = unreachable(endpoint, f"{error} while retrying: {parsed.error}")
+        return AgentOutcome(
+            why or AgentStatus.TIMEOUT, parsed.usage, parsed.final_message, first_line(error)
+        )
     failed = result.exit_code != 0 or bool(parsed.error) or parsed.status is not None
     if parsed.succeeded and result.exit_code == 0 and parsed.status is None:
         failed = False
@@ -509,7 +563,15 @@ def parsed_outcome(name: str, binary: str, result: ExecResult, parsed: Parsed) -
     error = parsed.error or stderr_tail.strip() or (f"{binary} exited with code {result.exit_code}")
     if result.exit_code not in (0, None):
         error = f"exit code {result.exit_code}: {error}"
+    if status == AgentStatus.CONNECTION_ERROR:
+        error = unreachable(endpoint, error)
     return AgentOutcome(status, parsed.usage, parsed.final_message, first_line(error))
+
+
+def unreachable(endpoint: str, error: str) -> str:
+    """``error`` saying first where the agent could not connect, and what failed."""
+    what = connection_failure(error) or "the connection failed"
+    return f"could not connect to {endpoint or 'its model endpoint'}: {what}; {error}"
 
 
 def binary_version(

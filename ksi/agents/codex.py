@@ -61,6 +61,7 @@ from ksi.agents.cli_base import (
 )
 from ksi.hookspecs import hookimpl
 from ksi.interfaces import AgentContext, ExecResult, McpServer, Usage
+from ksi.proc import read_tail
 from ksi.trajectories import Trajectory, TrajectoryBuilder, arguments, iso_time
 
 #: ``sandbox`` option -> Codex flags. ``danger-full-access`` is for
@@ -82,6 +83,22 @@ MCP_STARTUP_SEC = 60
 ROLLOUT_COPY = "codex.rollout.jsonl"
 #: How a tool's output in the session log states the command's exit status.
 _EXITED = re.compile(r"(?:Process exited with code|Exit code:?) (-?\d+)")
+#: The tools that run a command or edit files (through Codex's sandbox, when it has one).
+COMMAND_TOOLS = frozenset(
+    {"exec_command", "shell", "shell_command", "local_shell", "container.exec", "apply_patch"}
+)
+#: What a command's output says when Codex's own sandbox could not start it: bubblewrap's
+#: own errors ("bwrap: execvp codex-linux-sandbox: No such file or directory" when the
+#: helper is missing, "bwrap: setting up uid map: ..." inside another sandbox), or
+#: Codex's sandbox helper and Landlock failing.
+SANDBOX_FAILED = re.compile(
+    r"^bwrap: .*$|^.*codex-linux-sandbox.*$|^.*(?:LandlockRestrict|error running landlock).*$",
+    re.MULTILINE,
+)
+#: What Codex prints when its home is under the temp dir (and so it makes no helpers).
+HELPERS_REFUSED = "Refusing to create helper binaries under temporary dir"
+#: The temp dir KSI gives Codex in that case, in the workspace (``.ksi/``, never graded).
+OWN_TMPDIR = ".ksi/tmp"
 
 
 def provider_overrides(base_url: str) -> list[str]:
@@ -123,6 +140,57 @@ def codex_homes(ctx: AgentContext, host_env: Mapping[str, str]) -> Iterator[Path
         yield Path(host_env["CODEX_HOME"])
     if host_env.get("HOME"):
         yield Path(host_env["HOME"]) / ".codex"
+
+
+def home_under_temp(env: Mapping[str, str]) -> bool:
+    """Whether Codex, started with ``env``, would find its home under the temp dir.
+
+    Codex keeps its helper binaries (``codex-linux-sandbox``, the launcher of
+    its own sandbox, and ``apply_patch``) in its home, and refuses to make them
+    when that home (``$CODEX_HOME``, else ``$HOME/.codex``) is under the temp dir
+    (``$TMPDIR``, else ``/tmp``), as it is wherever HOME is under /tmp (CI,
+    containers run as a user without a home): every command its sandbox runs
+    then fails.
+    """
+    home = env.get("CODEX_HOME") or (env["HOME"] + "/.codex" if env.get("HOME") else "")
+    if not home:
+        return False
+    temp = env.get("TMPDIR") or "/tmp"
+    pairs = ((Path(home), Path(temp)), (Path(os.path.realpath(home)), Path(os.path.realpath(temp))))
+    return any(h.is_relative_to(t) for h, t in pairs)
+
+
+def command_outputs(stdout: Path | str, rollout: Path | None) -> list[str]:
+    """What each command or edit the model asked for printed: from the session log (every
+    tool call, with its output), else from ``--json``'s ``command_execution`` items."""
+    if rollout is None:
+        return [
+            str(item.get("aggregated_output") or "")
+            for item in (as_dict(e.get("item")) for e in json_lines(stdout))
+            if item.get("type") == "command_execution" and item.get("status") != "in_progress"
+        ]
+    names: dict[str, str] = {}
+    outputs: list[str] = []
+    for record in json_lines(rollout):
+        payload = as_dict(record.get("payload"))
+        kind = payload.get("type")
+        if kind in ("function_call", "custom_tool_call"):
+            names[str(payload.get("call_id"))] = str(payload.get("name") or "")
+        elif kind in ("function_call_output", "custom_tool_call_output"):
+            if names.get(str(payload.get("call_id"))) not in COMMAND_TOOLS:
+                continue
+            outputs.append(_output_text(payload.get("output")))
+    return outputs
+
+
+def sandbox_refusal(outputs: list[str]) -> str:
+    """The first sandbox failure when every command's output is one ("" otherwise)."""
+    found = [SANDBOX_FAILED.search(o) for o in outputs]
+    if not found or not all(found):
+        return ""
+    first = found[0]
+    assert first is not None
+    return first.group(0).strip()
 
 
 def find_rollout(homes: Iterator[Path], thread_id: str) -> Path | None:
@@ -340,6 +408,50 @@ class CodexAgent(CliAgent):
         # "-" as the prompt argument: read the prompt from stdin.
         return ["-"]
 
+    def own_tmpdir(self, ctx: AgentContext) -> bool:
+        """Whether Codex gets a temp dir of the attempt's own (:data:`OWN_TMPDIR`).
+
+        Only where its own sandbox runs (it needs the helper binaries) and KSI
+        does not isolate it (the process then sees the host's HOME and TMPDIR),
+        and only when its home is under the temp dir (:func:`home_under_temp`):
+        a temp dir in the workspace is outside that home, so Codex makes its
+        helpers; elsewhere TMPDIR stays the user's.
+        """
+        return (
+            self.sandbox_mode(ctx) != "danger-full-access"
+            and not ctx.isolated
+            and home_under_temp(os.environ)
+        )
+
+    def setup(self, ctx: AgentContext) -> None:
+        super().setup(ctx)
+        if self.own_tmpdir(ctx):
+            (ctx.host_workspace / OWN_TMPDIR).mkdir(parents=True, exist_ok=True)
+
+    def process_env(self, ctx: AgentContext) -> dict[str, str]:
+        if self.own_tmpdir(ctx):
+            return {"TMPDIR": ctx.workspace_path.rstrip("/") + "/" + OWN_TMPDIR}
+        return {}
+
+    def refusal_fix(self, ctx: AgentContext, result: ExecResult, refusal: str) -> str:
+        stderr = read_tail(result.stderr_path, 16_384) if result.stderr_path else ""
+        if "execvp codex-linux-sandbox" in refusal and HELPERS_REFUSED in stderr:
+            return (
+                "Codex made no helper binaries (its sandbox's launcher among them) because its "
+                "home ($CODEX_HOME, else $HOME/.codex) is under the temp dir: set CODEX_HOME to "
+                "a directory outside the temp dir, or run it in --environment sandbox or docker"
+            )
+        if ctx.isolated:
+            return (
+                "Codex's own sandbox cannot start inside the environment's isolation: leave "
+                "--agent-option sandbox=auto (the default), which turns it off there"
+            )
+        return (
+            "Codex's own sandbox (bubblewrap, user namespaces) cannot start on this machine: "
+            "run it in --environment sandbox or docker, where KSI isolates it and sandbox=auto "
+            "turns Codex's own off, or give --agent-option sandbox=danger-full-access"
+        )
+
     def parse(self, ctx: AgentContext, result: ExecResult) -> Parsed:
         inp = cached = written = out = turns = 0
         message = ""
@@ -377,7 +489,15 @@ class CodexAgent(CliAgent):
             calls = rollout_usage(rollout)
             if calls.calls:
                 usage = calls.usage
-        return Parsed(usage=usage, final_message=message, error=error, succeeded=finished)
+        outputs = command_outputs(result.stdout_path, rollout)
+        return Parsed(
+            usage=usage,
+            final_message=message,
+            error=error,
+            succeeded=finished,
+            tool_calls=len(outputs),
+            refusal=sandbox_refusal(outputs),
+        )
 
     def trajectory(self, ctx: AgentContext, result: ExecResult | None) -> Trajectory | None:
         """The session log's responses as steps, else the exec events' items."""

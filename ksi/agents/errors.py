@@ -2,8 +2,10 @@
 
 The runner acts on an attempt's status: ``rate_limited`` and ``overloaded``
 attempts are retried with backoff (``--retries``); ``auth_error``,
-``budget_exceeded`` and ``error`` make the attempt an unscored ``agent_error``
-(reported apart from ordinary failures, never retried, the run goes on);
+``connection_error``, ``tools_refused``, ``budget_exceeded`` and ``error`` make
+the attempt an unscored ``agent_error`` (reported apart from ordinary failures,
+never retried; the first three stop the run from launching more, see
+:mod:`ksi.runs.stops`, and a resume runs them again);
 ``context_exceeded`` is the agent's own failure and is graded like any other
 attempt. Every CLI words these
 errors differently, but they all pass on the provider's wording (HTTP status,
@@ -16,6 +18,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from ksi.connection import CONNECTION_PATTERN
 from ksi.models import AgentStatus
 
 #: An HTTP status as CLIs print it ("status 429", "API Error: 529", "429 Too Many"),
@@ -25,7 +28,9 @@ _HTTP = r"(?:status|http|error|code)\W{{0,3}}(?:code\W{{0,3}})?{code}\b|(?-i:\b{
 #: (status, pattern) in priority order: the first match wins. Budget patterns
 #: come before rate-limit ones because providers report an exhausted balance
 #: as HTTP 429 too ("insufficient_quota"); context before auth because a
-#: context error message can mention the API key's model.
+#: context error message can mention the API key's model. Connection failures
+#: come last: a CLI that reached the provider and got an answer (401, 429...) says
+#: so, and that answer is the reason, whatever it said of the retries before it.
 _PATTERNS: tuple[tuple[AgentStatus, re.Pattern[str]], ...] = tuple(
     (status, re.compile(pattern, re.IGNORECASE))
     for status, pattern in (
@@ -59,6 +64,7 @@ _PATTERNS: tuple[tuple[AgentStatus, re.Pattern[str]], ...] = tuple(
             r"|resource[_ ]?exhausted|RateLimitError|server(?:s)? (?:are|is) (?:down|busy)"
             r"|service unavailable|try again later|quota exceeded for quota metric",
         ),
+        (AgentStatus.CONNECTION_ERROR, CONNECTION_PATTERN),
     )
 )
 

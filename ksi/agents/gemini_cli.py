@@ -75,6 +75,9 @@ from ksi.proc import read_tail
 from ksi.trajectories import Trajectory, TrajectoryBuilder, arguments, iso_time
 
 APPROVAL_MODES = ("yolo", "auto_edit", "default")
+#: What the CLI prints for a call of a tool its approval mode keeps from a headless run
+#: (it offers only the tools that need no approval).
+_NOT_OFFERED = re.compile(r'^Error executing tool (\S+): Tool "\1" not found.*$', re.MULTILINE)
 #: Exit codes with a meaning of their own.
 _EXIT_STATUS = {41: AgentStatus.AUTH_ERROR, 53: AgentStatus.BUDGET_EXCEEDED}
 #: ``error.code`` values (HTTP statuses) with a meaning of their own.
@@ -351,8 +354,14 @@ class GeminiCliAgent(CliAgent):
             error = str(err)
         if status == AgentStatus.BUDGET_EXCEEDED and not error:
             error = "Gemini CLI stopped: turn limit exceeded (exit code 53)"
-        retried = (
-            _RETRY_LINE.findall(read_tail(result.stderr_path, 16_384)) if result.stderr_path else []
+        stderr = read_tail(result.stderr_path, 16_384) if result.stderr_path else ""
+        retried = _RETRY_LINE.findall(stderr)
+        tools = as_dict(as_dict(stats).get("tools"))
+        calls = as_int(tools.get("totalCalls"))
+        hidden = (
+            [m.group(0) for m in _NOT_OFFERED.finditer(stderr)]
+            if self.approval_mode != "yolo"
+            else []
         )
         return Parsed(
             usage=usage,
@@ -361,6 +370,15 @@ class GeminiCliAgent(CliAgent):
             status=status,
             succeeded=not error and result.exit_code == 0,
             retrying_status=int(retried[-1]) if retried else None,
+            tool_calls=calls,
+            refusal=hidden[0] if calls and len(hidden) >= calls else "",
+        )
+
+    def refusal_fix(self, ctx: AgentContext, result: ExecResult, refusal: str) -> str:
+        return (
+            f"in approval mode {self.approval_mode!r} a headless Gemini CLI offers no tool that "
+            "needs approval (running commands, writing files): leave --agent-option "
+            "approval_mode=yolo (the default)"
         )
 
     def _keep_session(self, ctx: AgentContext, session_id: str) -> None:

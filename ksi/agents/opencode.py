@@ -36,6 +36,7 @@ is in no event, so not in the trajectory either.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
@@ -64,6 +65,9 @@ from ksi.trajectories import Trajectory, TrajectoryBuilder, arguments, iso_time
 NO_CATALOG_FETCH = {"OPENCODE_DISABLE_MODELS_FETCH": "1"}
 #: Every tool allowed: an attempt has nobody to answer a permission prompt.
 ALLOW_ALL = json.dumps({"edit": "allow", "bash": "allow", "webfetch": "allow"})
+#: A tool call's error when the ``permission`` option refused it: "ask" (nobody answers in
+#: a run), or "deny" (the tool is not offered, and a call of it is of no tool).
+REFUSED = re.compile(r"rejected permission|unavailable tool", re.IGNORECASE)
 
 
 def _error_text(err: Any) -> str:
@@ -181,10 +185,17 @@ class OpenCodeAgent(CliAgent):
         last_texts: list[str] = []
         error = ""
         stopped = False
+        #: What each tool call's error said ("" : it ran).
+        tool_errors: list[str] = []
         for event in json_lines(result.stdout_path):
             kind = event.get("type")
             part = as_dict(event.get("part"))
-            if kind == "step_start":
+            if kind == "tool_use":
+                state = as_dict(part.get("state"))
+                tool_errors.append(
+                    str(state.get("error") or "") if state.get("status") == "error" else ""
+                )
+            elif kind == "step_start":
                 step_texts = []
             elif kind == "text":
                 text = str(part.get("text") or "")
@@ -204,11 +215,21 @@ class OpenCodeAgent(CliAgent):
             elif kind == "error":
                 error = _error_text(event.get("error") or event.get("message"))
         usage = Usage(inp, out, cache_r, cache_w, cost, steps or None)
+        refused = self.permission != ALLOW_ALL and all(REFUSED.search(e) for e in tool_errors)
         return Parsed(
             usage=usage,
             final_message="".join(last_texts).strip(),
             error=error,
             succeeded=stopped and not error,
+            tool_calls=len(tool_errors),
+            refusal=tool_errors[0] if tool_errors and refused else "",
+        )
+
+    def refusal_fix(self, ctx: AgentContext, result: ExecResult, refusal: str) -> str:
+        return (
+            f"its permission option ({self.permission}) denies or asks before the tools it "
+            "called, and nobody can answer in a run: leave --agent-option permission unset "
+            "(KSI's default allows every tool)"
         )
 
     def trajectory(self, ctx: AgentContext, result: ExecResult | None) -> Trajectory | None:

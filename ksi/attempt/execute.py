@@ -79,11 +79,20 @@ from ksi.tasks.prompts import agent_prompt
 AGENT_INFRA_STATUSES = frozenset(
     {
         AgentStatus.AUTH_ERROR,
+        AgentStatus.CONNECTION_ERROR,
+        AgentStatus.TOOLS_REFUSED,
         AgentStatus.RATE_LIMITED,
         AgentStatus.OVERLOADED,
         AgentStatus.BUDGET_EXCEEDED,
         AgentStatus.ERROR,
     }
+)
+#: Agent statuses no attempt is at fault for, only the run's set-up (a key, an endpoint,
+#: the agent's own sandbox or permission mode): not retried within a session (the next
+#: try would fail the same way; they stop the run, :mod:`ksi.runs.stops`), run again by a
+#: resume after the user's fix.
+SETUP_FAILURES = frozenset(
+    {AgentStatus.AUTH_ERROR, AgentStatus.CONNECTION_ERROR, AgentStatus.TOOLS_REFUSED}
 )
 #: Agent statuses worth another try after a pause (the driver backs off on them).
 RETRYABLE_AGENT_STATUSES = frozenset({AgentStatus.RATE_LIMITED, AgentStatus.OVERLOADED})

@@ -115,11 +115,8 @@ def run_command(ctx: typer.Context, **params: Any) -> None:
     for problem in runner.observer_errors:
         typer.echo(f"warning: {printable(problem, multiline=True)}", err=True)
     _print_summary(summary)
-    if runner.auth_failure:
-        # start-up: `ksi run --help` imports no runner
-        from ksi.errors import AgentAuthError
-
-        raise AgentAuthError(runner.auth_failure)
+    if runner.setup_failure is not None:
+        raise runner.setup_failure
     if command.fail_on_error:
         _exit_on_errors(summary)
 

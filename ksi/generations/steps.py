@@ -30,6 +30,7 @@ from typing import Any
 import attrs
 
 from ksi.attempt.diskfull import reruns_on_resume
+from ksi.attempt.execute import SETUP_FAILURES
 from ksi.attempt.job import ContextFile
 from ksi.choices import KnowledgeEvalOutput, KnowledgeMode
 from ksi.errors import DistillationFailed
@@ -45,7 +46,7 @@ from ksi.knowledge.store import (
     read_knowledge,
     write_knowledge,
 )
-from ksi.models import AgentStatus, TaskSpec, Usage, is_solved
+from ksi.models import TaskSpec, Usage, is_solved
 from ksi.records import AttemptRecord, KnowledgeRef, now
 from ksi.rundir.config import RunConfig
 from ksi.rundir.journal import latest_by_attempt
@@ -78,10 +79,11 @@ def may_retry(record: AttemptRecord, retries: int) -> bool:
     return record.retryable and record.try_number < retries
 
 
-def _auth_failed(record: AttemptRecord) -> bool:
-    """The agent could not authenticate: no fault of the attempt, so a resume (after the
-    key is fixed) runs it again, ``--retries`` or not; within one session it is not retried."""
-    return record.agent_status == AgentStatus.AUTH_ERROR
+def setup_failed(record: AttemptRecord) -> bool:
+    """The agent could not work for a reason of the run's set-up (a key, an endpoint, its
+    own sandbox): no fault of the attempt, so a resume (after the fix) runs it again,
+    ``--retries`` or not; within one session it is not retried (:data:`SETUP_FAILURES`)."""
+    return record.agent_status in SETUP_FAILURES
 
 
 def missing_attempts(
@@ -100,7 +102,7 @@ def missing_attempts(
             rec = latest.get((task.id, n))
             if rec is None:
                 plan.append(PlannedAttempt(task, n, 0))
-            elif may_retry(rec, retries) or reruns_on_resume(rec) or _auth_failed(rec):
+            elif may_retry(rec, retries) or reruns_on_resume(rec) or setup_failed(rec):
                 plan.append(PlannedAttempt(task, n, rec.try_number + 1))
     return plan
 

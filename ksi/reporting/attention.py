@@ -162,11 +162,12 @@ def capture_changes(summary: RunSummary) -> tuple[CaptureChange, ...]:
 
 
 def unchanged_attempts(summary: RunSummary) -> tuple[AttemptRecord, ...]:
-    """Attempts whose graded repo/ is the task's starting files, unchanged (not ``nop``'s)."""
+    """Attempts whose graded repo/ is the task's starting files, unchanged (not ``nop``'s,
+    nor an agent's that never worked on the task: an error says why)."""
     return tuple(
         r
         for r in _latest(summary)
-        if r.repo_changed is False and r.agent.lower() not in IDLE_AGENTS
+        if r.repo_changed is False and r.agent.lower() not in IDLE_AGENTS and not r.status.is_error
     )
 
 

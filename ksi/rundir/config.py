@@ -520,22 +520,28 @@ class RunConfig:
             )
         },
     )
-    #: An attempt's ``auth_error`` stops the launching of new attempts (running ones finish).
+    #: The agent's set-up failing stops the launching of new attempts (running ones
+    #: finish): see :mod:`ksi.runs.stops`.
     fail_fast_auth: bool = attrs.field(
         default=True,
         metadata={
             OPTION: RunOption(
                 ("--fail-fast/--no-fail-fast",),
-                "Stop launching attempts after an agent's auth_error (running ones finish); "
-                "the run exits 3 either way when one happened.",
+                "Stop launching attempts when the agent's set-up fails: an auth_error, a "
+                "tools_refused, 3 connection_errors in a row before any attempt got through "
+                "(running ones finish); the run exits 3 either way.",
                 SCALE,
                 _FREE,
-                doc="On by default: the first attempt whose agent ends in `auth_error` (a "
-                "missing, wrong or expired key) stops the launching of new attempts; running "
-                "ones finish. Either way, a run with an `auth_error` prints its summary, then "
-                "says which agent failed, which variables to check, the CLI's own message and "
-                "what was not started, and exits **3**. Turn it off when keys are rotated "
-                "mid-run.",
+                doc="On by default: the agent's set-up failing stops the launching of new "
+                "attempts (running ones finish): the first attempt whose agent ends in "
+                "`auth_error` (a missing, wrong or expired key) or `tools_refused` (its own "
+                "sandbox or permission layer refused every tool call), or 3 attempts in a row "
+                "ending in the same `connection_error` (refused, not resolved, TLS) before any "
+                "attempt of the session got through. Either way, such a run prints its "
+                "summary, then says which agent failed, what (the variables to check, the "
+                "endpoint, the fix), the CLI's own words and what was not started, and exits "
+                "**3** (for connection errors: when no attempt got through); a resume runs "
+                "those attempts again. Turn it off when keys are rotated mid-run.",
             )
         },
     )

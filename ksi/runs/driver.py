@@ -29,7 +29,7 @@ from ksi.attempt.cancel import forget_session
 from ksi.attempt.components import component_name
 from ksi.attempt.diskfull import DiskFullError
 from ksi.attempt.execute import forget_components, use_components
-from ksi.errors import KsiError, RunError, UserInputError
+from ksi.errors import AgentSetupError, KsiError, RunError, UserInputError
 from ksi.generations.loop import GenerationLoop
 from ksi.generations.run_store import RunStore
 from ksi.generations.steps import missing_attempts
@@ -108,8 +108,9 @@ class Driver:
         )
         #: What observers raised (``ksi run`` prints them; a run never fails for them).
         self.observer_errors: list[str] = []
-        #: Set by run(): what ``ksi run`` must say (and exit 3 for) about auth errors.
-        self.auth_failure: str | None = None
+        #: Set by run(): what ``ksi run`` must raise (exit 3) when the agent's set-up failed
+        #: (a key, an endpoint, its own sandbox: :mod:`ksi.runs.stops`).
+        self.setup_failure: AgentSetupError | None = None
 
     @property
     def tasks(self) -> tuple[TaskSpec, ...]:
@@ -189,7 +190,7 @@ class Driver:
 
         Ctrl-C raises :class:`RunInterrupted` and a full disk a
         :class:`~ksi.attempt.diskfull.DiskFullError`, each once the journal holds
-        every finished attempt; an auth error is left in :attr:`auth_failure`.
+        every finished attempt; the agent's set-up failing is left in :attr:`setup_failure`.
         """
         self._check_outputs()
         preflight(self.config, self.resolved)
@@ -254,10 +255,7 @@ class Driver:
         summary = session.finish(loop_complete=complete)
         if stops.disk.happened:
             raise stops.disk.error(f"ksi run --resume --run-dir {self.layout.root}")
-        agent = self.resolved.components.agent
-        self.auth_failure = (
-            stops.auth_failure_message(agent, self.layout.root) if stops.auth_failures else None
-        )
+        self.setup_failure = stops.setup_failure(self.resolved.components.agent, self.layout.root)
         if stops.interrupted:
             raise RunInterrupted(
                 f"run interrupted; {summary.n_attempts}/{session.total} attempts are in the "

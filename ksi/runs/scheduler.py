@@ -175,11 +175,11 @@ class Scheduler:
 
     def _drop_retries(self) -> None:
         """After a stop: no retry starts (its last try stands), and what was never
-        launched is listed for the auth-error message."""
+        launched is listed for the message about the agent's set-up."""
         for retry in self._waiting:
             self._finished(retry.previous)
         self._waiting.clear()
-        if self._stops.auth_failures:  # for the message: what the stop left out
+        if self._stops.setup_failed:  # for the message: what the stop left out
             while self._next is not None:
                 self._stops.not_started.append(self._next.task.id)
                 self._next = next(self._planned, None)
