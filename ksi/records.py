@@ -41,7 +41,8 @@ class GenerationSummary:
     tasks_attempted: int
     #: Of those, the tasks one of this generation's attempts solved.
     solved: int
-    #: ``solved / tasks_attempted`` (0.0 when it ran none).
+    #: ``solved / tasks_scored`` (0.0 when it scored none): a task none of whose attempts
+    #: could be scored (no eval, an agent error) is neither solved nor unsolved.
     solve_rate: float
     #: Tasks first solved in this generation.
     newly_solved: int
@@ -64,6 +65,15 @@ class GenerationSummary:
     #: Why it has no notes ("" when it has, or is not distilled yet).
     not_distilled: str = ""
     distilled: bool = False
+    #: Of ``tasks_attempted``, the tasks one of this generation's attempts scored (the
+    #: tasks its notes speak of: "Generation g: 1 of 3 scored tasks solved").
+    tasks_scored: int = 0
+
+    @property
+    def tasks_shown(self) -> str:
+        """The tasks it ran, with those it could not score: ``4 (1 unscored)``."""
+        unscored = self.tasks_attempted - self.tasks_scored
+        return f"{self.tasks_attempted}" + (f" ({unscored} unscored)" if unscored else "")
 
 
 @attrs.frozen

@@ -423,6 +423,46 @@ def test_cli_shows_generations_with_notes_and_none_arm(tmp_path: Path) -> None:
         assert [r.split()[2] for r in gen_rows] == ["1", "0", "0"]
 
 
+def _without_eval(tmp_path: Path, task_id: str) -> Path:
+    """The demo tasks, ``task_id``'s eval removed: that task can never be scored."""
+    tasks = [json.loads(line) for line in DEMO_TASKS.read_text().splitlines()]
+    for task in tasks:
+        if task["task_id"] == task_id:
+            del task["eval"]
+    return write_tasks(tmp_path / "tasks.jsonl", tasks)
+
+
+def test_a_task_that_cannot_be_scored_runs_once_and_the_figures_agree_with_the_notes(
+    tmp_path: Path,
+) -> None:
+    """Not "unsolved" for retry-unsolved (re-run in every generation, it left generation 3
+    with "1 task, 0 solved, 0%"), and not in the rates: the table says what the notes say."""
+    run_dir, tasks = tmp_path / "run", _without_eval(tmp_path, "greet")
+    args = ("run", str(tasks), "--agent", AGENT)
+    out = ksi_cli(*args, "--generations", "3", "--run-dir", str(run_dir))
+    assert out.returncode == 0, out.stderr
+    assert [r["task_id"] for r in journal_lines(run_dir)].count("greet") == 1
+    lines = out.stdout.splitlines()
+    rows = lines[lines.index("per generation:") + 2 :][:3]
+    assert rows[0].split()[:6] == ["1", "4", "(1", "unscored)", "1", "33%"]
+    assert rows[1].split()[:4] == ["2", "2", "2", "100%"]
+    assert rows[2].startswith("generations: 2 run of 3"), "nothing left: solved or unscorable"
+    notes = (run_dir / "knowledge" / "1" / "KNOWLEDGE.md").read_text()
+    assert "Generation 1: 1 of 3 scored tasks solved." in notes
+    # Resumed: nothing to run; the same figures from Python.
+    summary = ksi.run(tasks, agent=AGENT, run_dir=run_dir, generations=3)
+    first = summary.generations.generations[0]
+    assert (first.tasks_attempted, first.tasks_scored, first.solved) == (4, 3, 1)
+    assert first.solve_rate == pytest.approx(1 / 3)
+
+
+def test_strategy_all_still_runs_a_task_that_cannot_be_scored(tmp_path: Path) -> None:
+    tasks = _without_eval(tmp_path, "greet")
+    summary = ksi.run(tasks, agent=AGENT, run_dir=tmp_path / "run", generations=2, strategy="all")
+    gens = summary.generations.generations
+    assert [(g.tasks_attempted, g.tasks_scored) for g in gens] == [(4, 3), (4, 3)]
+
+
 def test_dry_run_says_how_the_loop_will_run(tmp_path: Path) -> None:
     result = ksi_cli("run", str(DEMO_TASKS), "--agent", AGENT, "--generations", "3",
                      "--holdout-task-ids", "version", "--dry-run",

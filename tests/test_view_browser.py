@@ -284,7 +284,7 @@ def test_the_generations_chart_and_table_show_the_runs_generations_summary(
         assert chart.locator("circle").count() == 2 * len(gens.generations)
         titles = chart.locator("circle title").all_text_contents()
         for g in gens.generations:
-            assert f"solve rate (of tasks attempted), generation {g.generation}: " \
+            assert f"solve rate (of tasks scored), generation {g.generation}: " \
                 f"{g.solve_rate:.0%}" in titles  # fmt: skip
         assert "cumulative solved (of all learning tasks), generation 2: 100%" in titles
         rows = page.locator("[data-testid=generations] tbody tr").all_inner_texts()

@@ -252,7 +252,7 @@ def test_generations_page_show_and_markdown_render_the_runs_generations_summary(
     for g in gens:
         n, rate = g["generation"], g["solve_rate"]
         cumul = g["cumulative_solve_rate"]
-        assert f"solve rate (of tasks attempted), generation {n}: {rate:.0%}" in titles
+        assert f"solve rate (of tasks scored), generation {n}: {rate:.0%}" in titles
         assert f"cumulative solved (of all learning tasks), generation {n}: {cumul:.0%}" in titles
 
     # An attempt of generation 2 names the notes it was given and links to them.

@@ -238,9 +238,9 @@ def generation_rows(generations: GenerationsSummary) -> list[list[str]]:
         rows.append(
             [
                 str(g.generation),
-                str(g.tasks_attempted),
+                g.tasks_shown,
                 str(g.solved),
-                _pct(g.solve_rate),
+                _pct(g.solve_rate) if g.tasks_scored else "-",
                 str(g.newly_solved),
                 str(g.cumulative_solved),
                 _pct(g.cumulative_solve_rate),

@@ -131,7 +131,7 @@ def evidence_notes(request: DistillRequest) -> tuple[Note, ...]:
     solved = [t for t in request.evidence if any(a.solved for a in t.attempts)]
     unsolved = [t for t in request.evidence if t not in solved]
     if request.evidence:
-        parts = [f"Generation {g}: {len(solved)} of {len(request.evidence)} tasks solved."]
+        parts = [f"Generation {g}: {len(solved)} of {len(request.evidence)} scored tasks solved."]
         if solved:
             parts.append("Solved: " + ", ".join(t.task_id for t in solved) + ".")
         if unsolved:

@@ -1,7 +1,8 @@
 """Per-generation figures from a run directory (see :mod:`ksi.records`).
 
 "Solved" is :func:`ksi.models.is_solved` on scored attempts, as everywhere
-else; unscored attempts count for nothing here either.
+else; unscored attempts count for nothing here either, and a generation's solve
+rate is over the tasks it scored, as its notes say ("1 of 3 scored tasks").
 
 Beside them, what the notes did (:class:`~ksi.records.NoteEvidence`): per note,
 the scored attempts that received it against comparable ones that did not
@@ -94,6 +95,7 @@ def summarize_generations(
             return any(is_solved(s, solved_threshold) for s in gen_scores.get(task_id, []))
 
         solved = sum(1 for t in planned if solved_here(t))
+        scored_here = sum(1 for t in planned if gen_scores.get(t))
         cumulative = sum(1 for t in learning if first_solved.get(t, g + 1) <= g)
         done = phases.distilled.get(g)
         knowledge = None
@@ -109,8 +111,9 @@ def summarize_generations(
             GenerationSummary(
                 generation=g,
                 tasks_attempted=len(planned),
+                tasks_scored=scored_here,
                 solved=solved,
-                solve_rate=solved / len(planned) if planned else 0.0,
+                solve_rate=solved / scored_here if scored_here else 0.0,
                 newly_solved=sum(1 for t in learning if first_solved.get(t) == g),
                 cumulative_solved=cumulative,
                 cumulative_solve_rate=cumulative / len(learning) if learning else 0.0,

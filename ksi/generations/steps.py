@@ -30,7 +30,7 @@ from typing import Any
 import attrs
 
 from ksi.attempt.diskfull import reruns_on_resume
-from ksi.attempt.execute import SETUP_FAILURES
+from ksi.attempt.execute import FINAL_EVAL_STATUSES, SETUP_FAILURES
 from ksi.attempt.job import ContextFile
 from ksi.choices import KnowledgeEvalOutput, KnowledgeMode
 from ksi.errors import DistillationFailed
@@ -110,15 +110,28 @@ def missing_attempts(
 def task_states(
     records: Iterable[AttemptRecord], task_ids: Sequence[str], threshold: float
 ) -> tuple[TaskState, ...]:
-    """Each task's best scored score and whether it is solved (unscored attempts do not count)."""
+    """Each task's best scored score, whether it is solved (unscored attempts do not count),
+    and whether it can be scored at all (an attempt's final eval status said no)."""
+    records = list(records)
     best: dict[str, float] = {}
     gens: dict[str, set[int]] = {}
     for rec in scored(records):
         assert rec.score is not None
         best[rec.task_id] = max(best.get(rec.task_id, rec.score), rec.score)
         gens.setdefault(rec.task_id, set()).add(rec.generation)
+    unscorable = {
+        r.task_id
+        for r in records
+        if r.eval is not None and r.eval.status in FINAL_EVAL_STATUSES and r.task_id not in best
+    }
     return tuple(
-        TaskState(t, best.get(t), is_solved(best.get(t), threshold), len(gens.get(t, ())))
+        TaskState(
+            t,
+            best.get(t),
+            is_solved(best.get(t), threshold),
+            len(gens.get(t, ())),
+            scorable=t not in unscorable,
+        )
         for t in task_ids
     )
 

@@ -9,17 +9,22 @@ from ksi.knowledge.models import PlanRequest
 
 
 class RetryUnsolved:
-    """Every task not solved yet; the run stops when none is left."""
+    """Every task not solved yet; the run stops when none is left.
+
+    A task that cannot be scored (no eval) is not unsolved: it runs in the first
+    generation, which shows it cannot be scored, and never again.
+    """
 
     name: ClassVar[str] = "retry-unsolved"
     aliases: ClassVar[tuple[str, ...]] = ("unsolved",)
     description: ClassVar[str] = (
         "Each generation runs every task not solved yet (best score below "
-        "--solved-threshold), --attempts each; stops when every task is solved."
+        "--solved-threshold), --attempts each; a task that cannot be scored (no eval) "
+        "runs once; stops when no task is left."
     )
 
     def plan(self, request: PlanRequest) -> list[str]:
-        return [t.task_id for t in request.tasks if not t.solved]
+        return [t.task_id for t in request.tasks if not t.solved and t.scorable]
 
 
 class AllTasks:

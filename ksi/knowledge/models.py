@@ -174,6 +174,10 @@ class TaskState:
     solved: bool
     #: Generations in which the task ran.
     generations_run: int = 0
+    #: False once an attempt showed the task cannot be scored (its evaluator has nothing
+    #: to grade it with, e.g. no eval command: ``EvalStatus.NO_EVAL``). Such a task is not
+    #: "unsolved": no attempt can ever solve it.
+    scorable: bool = True
 
 
 @attrs.frozen

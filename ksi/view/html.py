@@ -109,7 +109,7 @@ def generations_chart(summary: GenerationsSummary) -> LineChart:
     return percent_line_chart(
         [g.generation for g in gens],
         [
-            ("solve rate (of tasks attempted)", "s-rate", [g.solve_rate for g in gens]),
+            ("solve rate (of tasks scored)", "s-rate", [g.solve_rate for g in gens]),
             (
                 "cumulative solved (of all learning tasks)",
                 "s-cumul",

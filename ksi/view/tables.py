@@ -133,9 +133,9 @@ def task_markdown(summary: RunSummary, *, name: str = "") -> str:
             new = newly_solved_ids(gs, g.generation)
             cells = [
                 str(g.generation),
-                str(g.tasks_attempted),
+                g.tasks_shown,
                 str(g.solved),
-                f"{g.solve_rate:.1%}",
+                f"{g.solve_rate:.1%}" if g.tasks_scored else "–",  # noqa: RUF001
                 f"{g.cumulative_solved}/{learning_tasks(gs)}",
                 ", ".join(md_text(t) for t in new) or "–",  # noqa: RUF001
             ]
