@@ -260,7 +260,8 @@ class AttemptRecord:
     skipped_counts: dict[str, int] = attrs.field(factory=dict)
     log_truncated: bool = False
     #: Whether the graded repo differs from the task's starting files (``None``: the
-    #: attempt ended before capture). ``False`` is worth a warning: the agent's work
+    #: attempt ended before capture, or its evaluator grades the environment, as a
+    #: Harbor task's does, not repo/). ``False`` is worth a warning: the agent's work
     #: went elsewhere (the ``command`` agent starts in the workspace, not in repo/).
     repo_changed: bool | None = None
     error: str = ""

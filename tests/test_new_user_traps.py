@@ -210,13 +210,28 @@ def test_check_leaves_nothing_in_tmp(tmp_path: Path) -> None:
 def test_records_say_the_graded_copy_was_removed(tmp_path: Path) -> None:
     task = {"task_id": "t", "prompt": "p", "eval": {"command": "true"}}
     tasks = write_tasks(tmp_path / "tasks.jsonl", [task])
-    result = ksi("run", str(tasks), "--agent", "nop", "--run-dir", str(tmp_path / "run"))
+    result = ksi("-v", "run", str(tasks), "--agent", "nop", "--run-dir", str(tmp_path / "run"))
     assert result.returncode == 0, result.stderr
     (record,) = journal_lines(tmp_path / "run")
     workdir = record["eval"]["eval_workdir"]
     assert not os.path.exists(workdir)
     assert record["eval"]["details"]["eval_workdir_removed"] is True
-    assert any("removed after grading" in note for note in record["eval"]["notes"])
+    # Housekeeping, told in the log, not among the notes the summary gives as reasons.
+    assert f"{workdir} (a copy of " in result.stderr and "removed after grading" in result.stderr
+    assert not any("removed after grading" in note for note in record["eval"]["notes"])
+
+
+def test_a_partial_score_is_told_by_its_source_not_by_housekeeping(tmp_path: Path) -> None:
+    task = {
+        "task_id": "partial",
+        "prompt": "p",
+        "eval": {"command": "echo '{\"score\": 0.75}' > score.json"},
+    }
+    tasks = write_tasks(tmp_path / "tasks.jsonl", [task])
+    result = ksi("run", str(tasks), "--agent", "nop", "--run-dir", str(tmp_path / "run"))
+    assert result.returncode == 0, result.stderr
+    (grading,) = [line.strip() for line in result.stdout.splitlines() if "grading:" in line]
+    assert grading == "grading: scored 0.75 from score.json, eval exited 0"
 
 
 def test_python_api_suggests_the_option_meant() -> None:

@@ -213,7 +213,8 @@ class _Attempt:
         self.clock = AttemptClock()
         self.agent = AgentRunner(job, components.agent, token, self.clock)
         self.grader = Grader(job, attempt_dir, components, token, self.clock)
-        #: Whether the captured repo differs from the seed (None: capture never ran).
+        #: Whether the captured repo differs from the seed (None: capture never ran, or
+        #: the evaluator grades the environment, not repo/).
         self.repo_changed: bool | None = None
         self.base: dict[str, Any] = {
             "task_id": job.task.id,
@@ -276,9 +277,10 @@ class _Attempt:
                 max_file_bytes=cfg.capture_max_file_bytes,
                 protect=ProtectRule(cfg.protect).plus(job.task.eval.protect),
             )
-            self.repo_changed = (
-                write_diff(seed, captured, attempt_dir / "diff.patch").files_changed > 0
-            )
+            changed = write_diff(seed, captured, attempt_dir / "diff.patch").files_changed > 0
+            # Said only where repo/ is what gets graded: an evaluator that grades the
+            # environment (a Harbor task's container) sees work repo/ never holds.
+            self.repo_changed = changed if components.grades_in == "host" else None
             self.clock.add_time("capture", t)
             handle.stop()
 

@@ -15,6 +15,7 @@ into ``rounds/<n>/captured/repo`` and graded as the final grade would be.
 
 from __future__ import annotations
 
+import logging
 import time
 from pathlib import Path
 
@@ -29,6 +30,8 @@ from ksi.choices import EvalIn
 from ksi.interfaces import AttemptContext, EnvironmentHandle
 from ksi.models import EvalResult
 from ksi.protected_files import ProtectRule
+
+log = logging.getLogger(__name__)
 
 
 @attrs.frozen
@@ -149,14 +152,16 @@ class Grader:
 
 
 def _graded_copy_removed(result: EvalResult, workdir: str, captured: str) -> EvalResult:
-    """``result`` saying that its ``eval_workdir`` is gone, and where the graded files are.
+    """``result`` saying that its ``eval_workdir`` is gone.
 
     The copy graded on the host is removed once graded; ``captured/repo``
     holds the files it was made from. Said the way ``ksi grade`` and
     ``CommandEvaluator.evaluate`` say it: ``details["eval_workdir_removed"]``.
+    That is housekeeping, not a reason for the score, so it goes to the log
+    (``ksi -v``), never into ``notes``, which the summary shows as reasons.
     """
     if result.eval_workdir != workdir:
         return result
-    note = f"{workdir} (a copy of {captured}) was removed after grading"
+    log.info("%s (a copy of %s) was removed after grading", workdir, captured)
     details = {**result.details, "eval_workdir_removed": True}
-    return attrs.evolve(result, notes=(*result.notes, note), details=details)
+    return attrs.evolve(result, details=details)

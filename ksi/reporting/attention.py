@@ -102,6 +102,8 @@ def describe_grading(record: AttemptRecord) -> str:
     head = f"{result.status}"
     if result.native_score is not None:
         head += f" {result.native_score:.2f}"
+        if result.details.get("score_source") == "score.json":
+            head += " from score.json"
     if result.exit_code is not None:
         head += f", eval exited {result.exit_code}"
     why = _last_line(result.stderr_tail) or _last_line(result.stdout_tail)

@@ -193,6 +193,9 @@ def test_ksi_run_with_a_real_agent_working_in_app_scores_one(tmp_path: Path) -> 
     assert done["eval"]["eval_workdir"] == "/app"
     assert (undone["status"], undone["score"]) == ("scored", 0.0)
     assert undone["eval"]["details"]["rewards"] == {"reward": 0.0, "hello_exists": 0.0}
+    # The container was graded, not repo/ (the work is in /app): no "changed nothing" warning.
+    assert "changed nothing in repo/" not in res.stdout, res.stdout
+    assert done["repo_changed"] is None and undone["repo_changed"] is None
     run_id = json.loads((run_dir / "run.json").read_text())["run_id"]
     left = subprocess.run(
         ["docker", "ps", "-aq", "--filter", f"label=ksi.run={run_id}"],
