@@ -200,5 +200,8 @@ def test_a_loopback_base_url_on_the_bridge_network_is_warned_about_and_fails(
     assert "cannot reach" in run.proc.stderr and "--network host" in run.proc.stderr, run.describe()
     assert "network=bridge" in run.proc.stderr and "the whole network" in run.proc.stderr
     rec = run.record
-    assert rec["agent_status"] == "crashed" and "ECONNREFUSED" in rec["error"], run.describe()
+    # It never reached its endpoint: a connection_error naming it, not a crash (issue 28).
+    assert rec["agent_status"] == "connection_error", run.describe()
+    assert "ECONNREFUSED" in rec["error"] and "(its base_url)" in rec["error"]
+    assert run.proc.returncode == 3 and "could not connect" in run.proc.stderr
     assert run.served == ()
