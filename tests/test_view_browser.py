@@ -156,6 +156,9 @@ def test_the_example_run_report_loads_sorts_filters_and_opens_an_attempt(
         # A task link opens its details; the attempt's diff and eval output are a click away.
         page.click("#r0-table a:has-text('median-bug')")
         task = page.locator("details.task", has_text="median-bug")
+        # The page opens it on "hashchange", which fires after the click returns; a selector wait
+        # (not wait_for_function, whose string the report's CSP refuses to eval).
+        page.locator("details.task[open]", has_text="median-bug").wait_for(state="attached")
         assert task.get_attribute("open") is not None
         assert page.locator("details.task[open]").count() == 1
         attempt = task.locator("details.attempt").first
@@ -258,9 +261,7 @@ def test_a_two_run_comparison_lists_flips_first_and_sorts(
         page.click("#cmp-table tr[data-id=broken] td:nth-child(3) a")
         opened_task = page.locator("#r1-tasks details.task[open]")
         # The page opens it on "hashchange", which fires after the click returns.
-        page.wait_for_function(
-            "document.querySelectorAll('#r1-tasks details.task[open]').length > 0"
-        )
+        opened_task.first.wait_for(state="attached")
         assert opened_task.count() == 1
         assert "broken" in opened_task.locator("summary").first.inner_text()
         opened.shot("comparison")
@@ -327,7 +328,7 @@ def test_anchors_a_person_can_type_open_a_task_and_an_attempt(browser: Any, tmp_
         assert task.get_attribute("open") is not None
         assert page.locator("details.task[open]").count() == 1
         page.goto(html.resolve().as_uri() + "#task-roman-numerals-1")  # a "hashchange"
-        page.wait_for_function("document.getElementById('task-roman-numerals-1').open")
+        page.locator("details#task-roman-numerals-1[open]").wait_for(state="attached")
         attempt = page.locator("details.attempt#task-roman-numerals-1")
         assert attempt.get_attribute("open") is not None
         assert page.locator("details.task#task-roman-numerals").get_attribute("open") is not None
