@@ -107,3 +107,24 @@ def write_text_atomic(path: Path, text: str, *, durable: bool = True, parents: b
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def append_line_durably(path: Path, line: bytes) -> None:
+    """Append ``line`` (one JSON line, newline included) with one ``write``, then ``fsync``.
+
+    A ``kill -9`` leaves at most a torn last line, which readers skip; this
+    trims it before appending, so the torn line never glues itself to the new one.
+    """
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        size = os.fstat(fd).st_size
+        if size and os.pread(fd, 1, size - 1) != b"\n":  # torn: read back to its start
+            keep = os.pread(fd, size, 0).rfind(b"\n") + 1
+            os.ftruncate(fd, keep)
+        os.lseek(fd, 0, os.SEEK_END)
+        view = memoryview(line)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)

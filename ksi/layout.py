@@ -133,7 +133,7 @@ OWN_FILES = frozenset(
         "knowledge.sqlite-shm",
     }
 )
-OWN_DIRS = frozenset({"attempts", "knowledge", "seeds", "distill"})
+OWN_DIRS = frozenset({"attempts", "knowledge", "seeds", "distill", "forum"})
 
 
 def _own_part(path: Path, run_dirs: frozenset[Path]) -> tuple[Path, str] | None:

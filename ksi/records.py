@@ -50,10 +50,16 @@ class GenerationSummary:
     cumulative_solved: int
     #: ``cumulative_solved`` over every learning task of the run.
     cumulative_solve_rate: float
-    #: What its attempts and its distillation cost (None: nothing reported a cost).
+    #: What its attempts, its forum and its distillation cost (None: nothing reported a cost).
     cost_usd: float | None = None
     #: The part of ``cost_usd`` its distillation spent.
     distill_cost_usd: float | None = None
+    #: The part of ``cost_usd`` its forum's sessions spent (``--forum-rounds``).
+    forum_cost_usd: float | None = None
+    #: Its forum: sessions run, posts kept, post files dropped (0 without a forum).
+    forum_sessions: int = 0
+    forum_posts: int = 0
+    forum_dropped: int = 0
     holdout_attempted: int = 0
     holdout_solved: int = 0
     #: The stored generation whose notes its attempts got (0: seeded; None: no notes).

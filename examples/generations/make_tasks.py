@@ -1,13 +1,21 @@
-"""Writes tasks.jsonl for the generations demo (run it after editing the tasks below).
+"""Writes tasks.jsonl and forum-tasks.jsonl for the generations demo (run it after
+editing the tasks below).
 
 Each task's tests check a detail the prompt does not give (the house
 greeting, the gateway's port, the log level...): a first attempt guesses,
 fails, and only the eval output says what was expected. The `version` task
 is guessed right at once.
+
+The forum demo's tasks share a convention, the house date format: the
+`release-date` tests say what they wanted (``'2024-01-02' != '2024/01/02'``),
+but the `changelog` tests compare a hash and say only that the heading is
+not written the house way. Its own notes never tell the `changelog` task the
+format; a forum post carried across tasks does.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -61,9 +69,46 @@ TASKS = [
 ]
 
 
-def main() -> None:
+_HEADING = "1.0.0 (2024/01/02)"
+_HASHED = (
+    "import hashlib\n\n"
+    "        digest = hashlib.sha256(changelog.HEADING.encode()).hexdigest()\n"
+    f'        self.assertTrue(digest == "{hashlib.sha256(_HEADING.encode()).hexdigest()}", '
+    '"HEADING is not written the house way")'
+)
+
+FORUM_TASKS = [
+    (
+        "release-date",
+        "Set RELEASED in release.py to the release date, 2 January 2024, written the house way.",
+        "release",
+        '"""The release."""\n\nRELEASED = None\n',
+        'self.assertEqual(release.RELEASED, "2024/01/02")',
+        '"""The release."""\n\nRELEASED = "2024/01/02"\n',
+    ),
+    (
+        "changelog",
+        "Set HEADING in changelog.py to the changelog heading of release 1.0.0, dated "
+        "2 January 2024 and written the house way: the version, then the date in brackets.",
+        "changelog",
+        '"""The changelog."""\n\nHEADING = None\n',
+        _HASHED,
+        f'"""The changelog."""\n\nHEADING = "{_HEADING}"\n',
+    ),
+    (
+        "license",
+        "Set LICENSE in meta.py to the project's licence, MIT.",
+        "meta",
+        '"""Project metadata."""\n\nLICENSE = None\n',
+        'self.assertEqual(meta.LICENSE, "MIT")',
+        '"""Project metadata."""\n\nLICENSE = "MIT"\n',
+    ),
+]
+
+
+def _write(name: str, tasks: list[tuple[str, str, str, str, str, str]]) -> None:
     lines = []
-    for task_id, prompt, module, stub, check, solution in TASKS:
+    for task_id, prompt, module, stub, check, solution in tasks:
         record = {
             "task_id": task_id,
             "prompt": prompt,
@@ -72,7 +117,12 @@ def main() -> None:
             "solution": {"files": {f"{module}.py": solution}},
         }
         lines.append(json.dumps(record))
-    Path(__file__).with_name("tasks.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    Path(__file__).with_name(name).write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def main() -> None:
+    _write("tasks.jsonl", TASKS)
+    _write("forum-tasks.jsonl", FORUM_TASKS)
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ read as rich markup.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -19,6 +20,7 @@ from ksi.trajectories import TRAJECTORY_FILE
 from ksi.view import fmt
 from ksi.view.compare import Comparison
 from ksi.view.excerpt import Excerpt
+from ksi.view.forum import ThreadView
 from ksi.view.generations import notes_given
 from ksi.view.runs import AttemptView, RunView, TaskView
 from ksi.view.steps import StepView, TrajectoryView, load_trajectory_view
@@ -307,6 +309,71 @@ def print_steps(view: RunView, task: TaskView, attempt: AttemptView) -> None:
         console.print(_text(f"note: {note}"), style="dim", soft_wrap=True)
     for step in traj.steps:
         _print_step(console, step)
+
+
+def print_forum(root: Path, threads: Sequence[ThreadView], task_id: str | None) -> None:
+    """Each room's thread, round by round: every session (how it ended, its posts, the post
+    files dropped and why), every post (kind, what it rests on, its text) and the notes made
+    of it."""
+    console = _console()
+    if not threads:
+        which = f"task {task_id}" if task_id is not None else "this run"
+        console.print(
+            _text(f"no forum for {which} (the run had no --forum-rounds, or it has not run yet)")
+        )
+        return
+    for thread in threads:
+        ended = f"; ended: {thread.ended}" if thread.ended else ""
+        console.print(
+            _text(
+                f"generation {thread.generation}, {thread.label}: "
+                f"{len(thread.room.seats)} participant(s), {len(thread.rounds)} round(s), "
+                f"{thread.post_count} post(s){ended}",
+                "bold",
+            ),
+            soft_wrap=True,
+        )
+        for seat in thread.room.seats:
+            task = f"task {seat.task_id}, " if thread.room.task_id is None else ""
+            console.print(
+                _text(
+                    f"  participant {seat.participant}: {task}{seat.attempt} "
+                    f"(score {fmt.score(seat.score)})"
+                ),
+                soft_wrap=True,
+            )
+        for rnd in thread.rounds:
+            console.print(_text(f"  round {rnd.round}", "bold"))
+            for sv in rnd.sessions:
+                s = sv.session
+                console.print(
+                    _text(
+                        f"    participant {s.participant}: {s.agent_status or s.status}, "
+                        f"{len(s.posts)} post(s), cost {fmt.money(s.usage.cost_usd)}"
+                        + (f", session {root / s.session_dir}" if s.session_dir else "")
+                    ),
+                    soft_wrap=True,
+                )
+                for d in s.dropped:
+                    console.print(
+                        _text(f"      dropped {d.file}: {d.reason}", "yellow"), soft_wrap=True
+                    )
+                for pv in sv.posts:
+                    p = pv.post
+                    reply = f", replying to {p.reply_to}" if p.reply_to else ""
+                    notes = f"; notes {', '.join(pv.notes)}" if pv.notes else ""
+                    console.print(
+                        _text(
+                            f"      [{p.id}] {p.kind}, citing {', '.join(p.attempts)}{reply}"
+                            f"{notes}",
+                            "bold" if p.kind != "done" else "dim",
+                        ),
+                        soft_wrap=True,
+                    )
+                    for line in printable(p.text, multiline=True).splitlines()[:LOG_LINES]:
+                        console.print(_text("        " + line), soft_wrap=True)
+        if thread.record:
+            console.print(_text(f"  the whole forum: {root / thread.record}"), style="dim")
 
 
 def print_comparison(comparison: Comparison, *, show_all: bool) -> None:

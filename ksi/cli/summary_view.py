@@ -262,6 +262,12 @@ def generation_lines(generations: GenerationsSummary) -> list[str]:
     if generations.holdout_task_ids:
         lines.append("hold-outs (never learned from): " + ", ".join(generations.holdout_task_ids))
     for g in generations.generations:
+        if g.forum_sessions:
+            cost = f", cost {_money(g.forum_cost_usd)}" if g.forum_cost_usd is not None else ""
+            lines.append(
+                f"generation {g.generation} forum: {g.forum_sessions} session(s), "
+                f"{g.forum_posts} post(s) kept, {g.forum_dropped} dropped{cost}"
+            )
         if g.fallback:
             lines.append(f"generation {g.generation}: {g.fallback}")
     return [printable(line) for line in lines]

@@ -91,18 +91,35 @@ def show_command(
             "each tool call with its arguments and output, failures marked.",
         ),
     ] = False,
+    forum: Annotated[
+        bool,
+        typer.Option(
+            "--forum",
+            help="The forum's threads (--forum-rounds): of TASK (its room and the cross-task "
+            "room), or every room: who posted what, in which round, citing which attempts, "
+            "and the notes made of each post.",
+        ),
+    ] = False,
 ) -> None:
     """Show a run, one of its tasks, or one attempt (status and why, diff, eval output, logs).
 
     ksi show RUN prints the summary; ksi show RUN TASK lists the task's attempts with why
     each ended as it did, with their steps and tool errors; ksi show RUN TASK ATTEMPT shows
     that attempt in full (long logs are cut, with the path of the whole file), and with
-    --steps its timeline of steps.
+    --steps its timeline of steps; ksi show RUN [TASK] --forum prints the forum's threads.
     """
     # start-up: not needed for `ksi view --help`
-    from ksi.cli.show_view import print_attempt, print_run, print_steps, print_task
+    from ksi.cli.show_view import print_attempt, print_forum, print_run, print_steps, print_task
+    from ksi.view.forum import load_forum
     from ksi.view.runs import load_run_view
 
+    if forum:
+        if attempt is not None:
+            raise UserInputError("--forum shows a task's threads: give RUN [TASK], no ATTEMPT")
+        # Checks the run and the task id (no attempt is read: no task, or only this one).
+        view = load_run_view(run, task_ids=[] if task is None else [task])
+        print_forum(view.root, load_forum(view.root, None if task is None else [task]), task)
+        return
     if steps and attempt is None:
         raise UserInputError("--steps shows one attempt's steps: name it (ksi show RUN TASK N)")
     if task is None:

@@ -1,6 +1,8 @@
 """The self-improvement loop: generations of attempts, distilled into notes.
 
 * ``steps``: plan a generation, give its attempts notes, distil it;
+* ``forum``: between attempts and distillation, agents holding the attempts'
+  evidence compare notes, room by room and round by round;
 * ``phases``: ``generations.jsonl`` (what resume by phase reads);
 * ``setup``: the strategy, distiller and seed notes, checked before a run starts;
 * ``figures``: per-generation figures from a run directory;

@@ -5,14 +5,15 @@ agent, or a ``file.py:Class`` reference). The agent runs as an ordinary
 attempt (so every environment, timeout, log and process rule applies) in
 ``distill/<generation>/`` of the run, on a task whose ``repo/`` holds:
 
-* ``evidence.json``: the generation's evidence (scored attempts only) and the
-  notes before it;
+* ``evidence.json``: the generation's evidence (scored attempts only), the
+  posts of its forum (``forum``, when it had one) and the notes before it;
 * ``schema.json``: the shape of the answer;
 
 and is asked to write ``repo/notes.json``: ``{"notes": [{kind, text, task_id,
 applies_when, evidence}]}`` with ``kind`` one of insight, constraint,
 rejected_hypothesis, pitfall, check, next_step and ``evidence`` the attempt ids
-the note rests on. The answer is validated (attrs + cattrs, unknown keys
+the note rests on (a post's id stands for the attempts the post rests on, and
+the note names the post). The answer is validated (attrs + cattrs, unknown keys
 refused); ids that are not attempts of the evidence are dropped, and so is a
 note left with none. If the agent fails, writes nothing, or writes something
 invalid, the generation gets the ``evidence`` distiller's notes and the
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -36,7 +38,7 @@ from ksi.hookspecs import Register, hookimpl
 from ksi.kinds import AGENT
 from ksi.knowledge.models import INSIGHT_KINDS, DistillRequest, DistillResult, Note
 from ksi.models import TaskSpec, Usage
-from ksi.serialization import to_data
+from ksi.serialization import to_data, validation_problems
 from ksi.task_parts import StartingFiles
 
 NOTES_FILE = "notes.json"
@@ -47,16 +49,18 @@ You are reviewing what coding agents did on a set of tasks, to help the next att
 agent's final message, the files it touched, the eval output of failing attempts, the
 best attempt's diff, and a digest of what the agent did: the commands that failed and
 their error lines, the step at which it first ran the tests, the commands it repeated,
-the files its tools named) and the score history, plus the notes written so far
+the files its tools named) and the score history, the posts of the forum where agents
+holding those attempts compared notes (`forum`: each with its id, its task or null for
+all tasks, and the attempts it rests on), plus the notes written so far
 (`previous_notes`). `repo/schema.json` describes the answer.
 
 Write `repo/notes.json`: {{"notes": [...]}}, each note {{"kind": one of {kinds},
 "text": what the next agent should know, "task_id": the task it is about or null for
 every task, "applies_when": when it applies ("" for always), "evidence": [the
-attempt ids (the "attempt_id" values) the note rests on], "replaces": [the ids of
-notes in `previous_notes` it supersedes, on the same point; [] for none]}}. Prefer
-concrete, checkable notes: what the tests expect, what failed and why, what to check
-first. Write at most {max_notes} notes.
+attempt ids (the "attempt_id" values) or forum post ids (the "id" values) the note
+rests on], "replaces": [the ids of notes in `previous_notes` it supersedes, on the same
+point; [] for none]}}. Prefer concrete, checkable notes: what the tests expect, what
+failed and why, what to check first. Write at most {max_notes} notes.
 """
 
 
@@ -65,19 +69,6 @@ def _kind(_: Any, attribute: Any, value: str) -> None:
         raise ValueError(
             f"{attribute.name}: expected one of {', '.join(INSIGHT_KINDS)}, got {value!r}"
         )
-
-
-def _describe(exc: BaseException, type_: type | None) -> str:
-    """cattrs' wording, plus a validator's own message (cattrs says only "invalid value").
-
-    A validator runs in the class's ``__init__``, so cattrs cannot tell which
-    field failed; the message names it, and what was expected, for the fallback
-    reason the user reads.
-    """
-    described = cattrs.v.format_exception(exc, type_)
-    if type(exc) is ValueError and str(exc):
-        return f"{described} ({exc})"
-    return described
 
 
 @attrs.frozen
@@ -163,20 +154,25 @@ def notes_from_data(
     try:
         drafts = _strict.structure(data, DraftNotes)
     except Exception as exc:
-        details = (
-            "; ".join(cattrs.transform_error(exc, path="$", format_exception=_describe))
-            if isinstance(exc, cattrs.BaseValidationError)
-            else str(exc)
-        )
+        details = "; ".join(validation_problems(exc))
         raise DistillationFailed(f"{source} does not follow {schema_name}: {details}") from exc
     known = {a for t in request.evidence for _, a, _ in t.score_history}
     earlier = {n.id for n in request.previous.notes} if request.previous is not None else set()
+    posts = {p.id: p for p in request.forum}
     tasks = {t.task_id for t in request.evidence}
     prefix = id_prefix if id_prefix is not None else f"g{request.generation}-a"
     notes: list[Note] = []
     dropped = 0
     for draft in drafts.notes:
-        cited = tuple(a for a in draft.evidence if a in known)
+        named = tuple(e for e in draft.evidence if e in posts)
+        cited = tuple(
+            dict.fromkeys(
+                a
+                for e in draft.evidence
+                for a in (posts[e].attempts if e in posts else (e,))
+                if a in known
+            )
+        )
         task_id = for_task if for_task is not None else draft.task_id
         if not cited or (task_id is not None and task_id not in tasks):
             dropped += 1
@@ -191,9 +187,21 @@ def notes_from_data(
                 attempts=cited,
                 generation=request.generation,
                 replaces=tuple(i for i in draft.replaces if i in earlier),
+                posts=named,
             )
         )
     return notes, dropped
+
+
+def forum_evidence(request: DistillRequest, task_ids: Collection[str]) -> list[dict[str, Any]]:
+    """The forum's posts about ``task_ids`` and the shared ones, as a distiller's model reads
+    them: each with its id (which a note may cite among its evidence) and the attempts it
+    rests on."""
+    return [
+        {**to_data(p), "attempts": list(p.attempts)}
+        for p in request.forum
+        if p.task_id is None or p.task_id in task_ids
+    ]
 
 
 @attrs.define
@@ -304,6 +312,7 @@ class AgentDistiller:
         payload = {
             "generation": request.generation,
             "evidence": to_data(request.evidence),
+            "forum": forum_evidence(request, {t.task_id for t in request.evidence}),
             "previous_notes": to_data(request.previous.notes) if request.previous else [],
         }
         task = TaskSpec(

@@ -79,6 +79,11 @@ def eval_output_tail(record: AttemptRecord, limit: int) -> str:
     return _tail("\n".join(parts), limit)
 
 
+def best_first(records: Iterable[AttemptRecord]) -> list[AttemptRecord]:
+    """Scored records, the highest score first (ties: the earlier attempt)."""
+    return sorted(records, key=lambda r: (-(r.score or 0.0), r.attempt))
+
+
 def attempt_evidence(
     rec: AttemptRecord,
     run_dir: Path,
@@ -140,7 +145,6 @@ def build_evidence(
             current[rec.task_id].append(rec)
     out = []
     for task_id in sorted(current):
-        recs = sorted(current[task_id], key=lambda r: (-(r.score or 0.0), r.attempt))
         attempts = [
             attempt_evidence(
                 rec,
@@ -150,7 +154,7 @@ def build_evidence(
                 eval_output=eval_output,
                 with_diff=n == 0,
             )
-            for n, rec in enumerate(recs)
+            for n, rec in enumerate(best_first(current[task_id]))
         ]
         out.append(
             TaskEvidence(

@@ -3,12 +3,14 @@
 Per task: the score history, the eval output of each failing attempt (what
 the tests said), what each attempt's trajectory shows (the commands that
 failed and why, when it first ran the tests, the commands it repeated, the
-files its tools named), the best attempt's diff, the agent's final messages
-and the files each attempt touched. One shared note says which tasks were
-solved. Earlier notes are carried forward, so a task's notes survive a
-generation that skipped it; a task's new score history replaces its earlier
-one, and the new shared summary the earlier summary (``Note.replaces``: the
-store marks them superseded).
+files its tools named), the best attempt's diff, the agent's final messages,
+the files each attempt touched, and each post of the task's forum. One shared
+note says which tasks were solved; each post of the cross-task room is a
+shared note. A note made of a post names it (:attr:`Note.posts`) and cites
+the attempts it rests on. Earlier notes are carried forward, so a task's
+notes survive a generation that skipped it; a task's new score history
+replaces its earlier one, and the new shared summary the earlier summary
+(``Note.replaces``: the store marks them superseded).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from collections.abc import Iterator
 from typing import ClassVar
 
 from ksi.hookspecs import Register, hookimpl
+from ksi.knowledge.forum import Post
 from ksi.knowledge.models import AttemptEvidence, DistillRequest, DistillResult, Note, TaskEvidence
 from ksi.knowledge.render import code_span, fence
 from ksi.text import printable
@@ -103,6 +106,16 @@ def _task_notes(task: TaskEvidence) -> Iterator[tuple[str, str, tuple[str, ...]]
         )
 
 
+def post_text(post: Post) -> str:
+    """A post as a note's text: who wrote it, on which evidence, and its words quoted."""
+    reply = f", replying to {code_span(post.reply_to)}" if post.reply_to else ""
+    return (
+        f"Forum post {code_span(post.id)} ({post.kind}, round {post.round}, by the participant "
+        f"holding {code_span(post.author_attempt)}{reply}):\n"
+        "> " + "\n> ".join(post.text.splitlines() or [""])
+    )
+
+
 def evidence_notes(request: DistillRequest) -> tuple[Note, ...]:
     """The notes of the ``evidence`` distiller (also every distiller's fallback)."""
     g = request.generation
@@ -114,7 +127,13 @@ def evidence_notes(request: DistillRequest) -> tuple[Note, ...]:
         if note.kind == "score_history":
             histories[note.task_id] = (*histories.get(note.task_id, ()), note.id)
 
-    def add(kind: str, text: str, attempts: tuple[str, ...], task_id: str | None) -> None:
+    def add(
+        kind: str,
+        text: str,
+        attempts: tuple[str, ...],
+        task_id: str | None,
+        posts: tuple[str, ...] = (),
+    ) -> None:
         replaces = histories.get(task_id, ()) if kind == "score_history" else ()
         notes.append(
             Note(
@@ -125,6 +144,7 @@ def evidence_notes(request: DistillRequest) -> tuple[Note, ...]:
                 attempts=attempts,
                 generation=g,
                 replaces=replaces,
+                posts=posts,
             )
         )
 
@@ -138,9 +158,14 @@ def evidence_notes(request: DistillRequest) -> tuple[Note, ...]:
             parts.append("Not solved yet: " + ", ".join(t.task_id for t in unsolved) + ".")
         cited = tuple(a.attempt_id for t in request.evidence for a in t.attempts)
         add("score_history", " ".join(parts), cited, None)
+    posts = [p for p in request.forum if p.kind != "done"]
+    for post in (p for p in posts if p.task_id is None):
+        add("forum_post", post_text(post), post.attempts, None, (post.id,))
     for task in request.evidence:
         for kind, text, attempts in _task_notes(task):
             add(kind, text, attempts, task.task_id)
+        for post in (p for p in posts if p.task_id == task.task_id):
+            add("forum_post", post_text(post), post.attempts, task.task_id, (post.id,))
     # Earlier notes stay (the renderer puts the newest first), but for those the new
     # ones replace (a task's score history, the shared summary).
     replaced = {old for n in notes for old in n.replaces}

@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from ksi.generations.phases import Phases
+from ksi.knowledge.forum import FileForumStore
 from ksi.knowledge.models import Note
 from ksi.knowledge.store import KnowledgeUnreadable, read_knowledge
 from ksi.models import is_solved
@@ -50,6 +51,7 @@ def summarize_generations(
     """The figures of a run of several generations; ``control``: the records of a control
     run (the ``--knowledge none`` arm) each note's receivers are compared with too."""
     phases = Phases.read(run_dir)
+    forum = FileForumStore(run_dir)
     holdouts = tuple(t for t in config.holdout_task_ids or () if t in set(task_ids))
     learning = [t for t in task_ids if t not in set(holdouts)]
     latest = _scored(records)
@@ -107,6 +109,8 @@ def summarize_generations(
         if knowledge is not None:
             read_notes.update((n.id, n) for n in knowledge.notes)
         distill_cost = knowledge.usage.cost_usd if knowledge is not None else None
+        sessions = forum.sessions(g)
+        forum_cost = _sum([s.usage.cost_usd for s in sessions])
         gens.append(
             GenerationSummary(
                 generation=g,
@@ -117,8 +121,12 @@ def summarize_generations(
                 newly_solved=sum(1 for t in learning if first_solved.get(t) == g),
                 cumulative_solved=cumulative,
                 cumulative_solve_rate=cumulative / len(learning) if learning else 0.0,
-                cost_usd=_sum([*spend.get(g, []), distill_cost]),
+                cost_usd=_sum([*spend.get(g, []), forum_cost, distill_cost]),
                 distill_cost_usd=distill_cost,
+                forum_cost_usd=forum_cost,
+                forum_sessions=len(sessions),
+                forum_posts=sum(len(s.posts) for s in sessions),
+                forum_dropped=sum(len(s.dropped) for s in sessions),
                 holdout_attempted=len(held),
                 holdout_solved=sum(1 for t in held if solved_here(t)),
                 knowledge_from=event.knowledge_from,

@@ -1,10 +1,14 @@
-"""The generation loop: plan, attempts, distil, generation after generation.
+"""The generation loop: plan, attempts, forum, distil, generation after generation.
 
 A run of one generation is a plain run: every task, ``--attempts`` each,
 nothing distilled. With ``--generations N`` each generation follows the
 steps of :mod:`ksi.generations.steps`, and ``generations.jsonl``
 (:mod:`ksi.generations.phases`) records where the loop stands, so a resume
 picks up at the step it was killed in and never asks the strategy twice.
+
+With ``--forum-rounds`` (or ``--cross-task-forum-rounds``) a generation's
+forum (:mod:`ksi.generations.forum`) runs between its attempts and its
+distillation, and the distiller reads its posts.
 
 The loop decides *what* runs; the run it belongs to (:class:`GenerationHost`,
 the driver's session) runs the attempts, keeps the journal and the budget,
@@ -18,12 +22,13 @@ generation 0, the notes generation 1 gets.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ksi.choices import KnowledgeMode
 from ksi.errors import DistillationFailed
+from ksi.generations.forum import ForumPhase, ForumSessionPlan
 from ksi.generations.phases import PhaseEvent, Phases, append_phase
 from ksi.generations.run_store import FROM_STORE, RunStore
 from ksi.generations.setup import GenerationSetup, plan_tasks
@@ -35,6 +40,7 @@ from ksi.generations.steps import (
     needs_distillation,
     task_states,
 )
+from ksi.knowledge.forum import FileForumStore
 from ksi.knowledge.models import Knowledge, PlanRequest
 from ksi.knowledge.render import IndexedNotes
 from ksi.knowledge.retrieval import NoteIndex
@@ -79,6 +85,13 @@ class GenerationHost(Protocol):
     def add_spend(self, usd: float) -> None:
         """A distillation's reported cost, which counts toward ``--max-cost``."""
 
+    def run_forum_sessions(
+        self,
+        plan: Sequence[ForumSessionPlan],
+        finished: Callable[[ForumSessionPlan, AttemptRecord], None],
+    ) -> None:
+        """Run forum sessions through the run's executor (:class:`ForumHost`)."""
+
 
 class GenerationLoop:
     """The generations of one session of a run (see the module docstring)."""
@@ -105,6 +118,9 @@ class GenerationLoop:
         held = set(config.holdout_task_ids or ())
         self._holdouts = tuple(t for t in self._by_id if t in held)
         self._learning = tuple(t for t in self._by_id if t not in set(self._holdouts))
+        self._forum = ForumPhase(
+            config, run_dir, self._by_id, host, FileForumStore(run_dir), index=store
+        )
 
     def run(self) -> bool:
         """Run the generations still to run; True when the run is complete.
@@ -157,6 +173,9 @@ class GenerationLoop:
             records = host.records()
             if self._missing(gen_tasks, records, generation):
                 return False  # stopped (--max-cost, a full disk) before the generation ended
+            forum = done is None and cfg.forum and not needs_distillation(generation, cfg)
+            if forum and not self._forum.run(generation, records):
+                return False  # stopped before the forum ended: a resume finishes it
             if done is None and not needs_distillation(generation, cfg) and host.over_budget():
                 return False  # a distillation may spend too: not past --max-cost
             knowledge = self._distill(generation, records, done)
@@ -249,6 +268,7 @@ class GenerationLoop:
                 distiller_name=self._setup.distiller_name,
                 agent_env=self._agent_env,
                 store=self._store,
+                forum=self._forum.posts(generation) if cfg.forum else (),
             )
         except DistillationFailed as exc:
             self._host.warn(str(exc))

@@ -57,7 +57,7 @@ from typing import Any, ClassVar
 import attrs
 
 from ksi.errors import DistillationFailed, KsiWarning
-from ksi.generations.agent_distiller import SCHEMA, notes_from_data
+from ksi.generations.agent_distiller import SCHEMA, forum_evidence, notes_from_data
 from ksi.generations.evidence_distiller import evidence_notes
 from ksi.hookspecs import Register, hookimpl
 from ksi.knowledge.models import (
@@ -100,12 +100,14 @@ Task {task_id}. Below, as JSON: its prompt, this generation's graded attempts (b
 score, the agent's final message, files touched, the eval output of failing attempts, the
 best attempt's diff, and a digest of what the agent did: the commands that failed and
 their error lines, the step at which it first ran the tests, the commands it repeated, the
-files its tools named) and the score history, then the notes the attempts were given so far.
+files its tools named) and the score history, the posts of the forum where agents holding
+those attempts compared notes ("forum": each with its id and the attempts it rests on;
+empty without a forum), then the notes the attempts were given so far.
 
 Write at most {max_notes} notes about this task: "kind" one of {kinds}; "text" what the next
 agent should know; "task_id" "{task_id}"; "applies_when" when it applies ("" for always);
-"evidence" the attempt ids it rests on; "replaces" the ids of notes so far that a new note
-supersedes on the same point ([] for none).
+"evidence" the attempt ids (or forum post ids) it rests on; "replaces" the ids of notes so
+far that a new note supersedes on the same point ([] for none).
 
 {evidence}"""
 
@@ -508,7 +510,11 @@ class ModelDistiller:
             for n in (request.previous.notes if request.previous else ())
             if n.task_id == task.task_id and n.kind in INSIGHT_KINDS
         ]
-        payload = {"task": to_data(task), "notes_so_far": previous}
+        payload = {
+            "task": to_data(task),
+            "forum": forum_evidence(request, (task.task_id,)),
+            "notes_so_far": previous,
+        }
         return Call(
             "task",
             task.task_id,

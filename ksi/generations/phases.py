@@ -2,8 +2,13 @@
 
 The attempt journal says which attempts finished; this log says where the
 generation loop stands: ``started`` (with the tasks the strategy planned, so
-a resume never asks the strategy again) and ``distilled`` (the notes are
-stored, or the generation was not to be distilled). Lines are written as the
+a resume never asks the strategy again), ``forum_started`` (who sits in
+which room of the forum), ``forum_round`` (one room's round is over: its
+posts, the post files dropped and why, and whether the room ended) and
+``distilled`` (the notes are stored, or the generation was not to be
+distilled). The forum's sessions have their own durable log
+(:class:`~ksi.knowledge.forum.FileForumStore`), so a round killed halfway
+resumes without running a finished participant again. Lines are written as the
 journal writes its lines (one ``write``, then ``fsync``), so a ``kill -9``
 leaves at most a torn last line, which reading ignores and the next append
 trims.
@@ -12,11 +17,12 @@ trims.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import attrs
 
+from ksi.fileops import append_line_durably
+from ksi.knowledge.forum import Room
 from ksi.records import now
 from ksi.serialization import dumps_line, from_data
 
@@ -37,7 +43,26 @@ class PhaseEvent:
     distiller: str = ""
     fallback: str = ""
     skipped: str = ""
+    #: ``forum_started``: the rooms and who sits in them.
+    rooms: tuple[Room, ...] = ()
+    #: ``forum_round``: which room's round ended, and how.
+    forum_round: ForumRound | None = None
     at: str = attrs.field(factory=now)
+
+
+@attrs.frozen
+class ForumRound:
+    """One round of one room, over: what it kept and dropped, and whether the room ended."""
+
+    #: The room (None: the cross-task room) and the round (1-based).
+    task_id: str | None
+    round: int
+    #: The ids of the posts kept this round.
+    post_ids: tuple[str, ...] = ()
+    #: ``participant N: posts/<file>: reason`` for each post file dropped.
+    dropped: tuple[str, ...] = ()
+    #: Why the room ended after this round ("" : it goes on).
+    ended: str = ""
 
 
 def phases_path(run_dir: Path) -> Path:
@@ -61,24 +86,7 @@ def read_phases(run_dir: Path) -> list[PhaseEvent]:
 
 def append_phase(run_dir: Path, event: PhaseEvent) -> None:
     """Append ``event`` durably (after trimming a torn last line a crash left)."""
-    path = phases_path(run_dir)
-    line = (dumps_line(event) + "\n").encode("utf-8")
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        size = os.fstat(fd).st_size
-        if size:
-            os.lseek(fd, 0, os.SEEK_SET)
-            content = os.read(fd, size)
-            keep = content.rfind(b"\n") + 1
-            if keep != size:
-                os.ftruncate(fd, keep)
-        os.lseek(fd, 0, os.SEEK_END)
-        view = memoryview(line)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    append_line_durably(phases_path(run_dir), (dumps_line(event) + "\n").encode("utf-8"))
 
 
 @attrs.frozen
@@ -87,12 +95,28 @@ class Phases:
 
     started: dict[int, PhaseEvent]
     distilled: dict[int, PhaseEvent]
+    forum_started: dict[int, PhaseEvent] = attrs.field(factory=dict)
+    #: Each generation's ended rounds, in the order they were recorded (one per room and round).
+    forum_rounds: dict[int, list[ForumRound]] = attrs.field(factory=dict)
 
     @classmethod
     def read(cls, run_dir: Path) -> Phases:
         started: dict[int, PhaseEvent] = {}
         distilled: dict[int, PhaseEvent] = {}
+        forum_started: dict[int, PhaseEvent] = {}
+        rounds: dict[int, list[ForumRound]] = {}
+        seen: set[tuple[int, str | None, int]] = set()
         for event in read_phases(run_dir):
-            target = started if event.kind == "started" else distilled
-            target.setdefault(event.generation, event)
-        return cls(started, distilled)
+            if event.kind == "started":
+                started.setdefault(event.generation, event)
+            elif event.kind == "distilled":
+                distilled.setdefault(event.generation, event)
+            elif event.kind == "forum_started":
+                forum_started.setdefault(event.generation, event)
+            elif event.kind == "forum_round" and event.forum_round is not None:
+                done = event.forum_round
+                key = (event.generation, done.task_id, done.round)
+                if key not in seen:
+                    seen.add(key)
+                    rounds.setdefault(event.generation, []).append(done)
+        return cls(started, distilled, forum_started, rounds)

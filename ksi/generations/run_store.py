@@ -1,7 +1,9 @@
 """One run's side of the knowledge store (:mod:`ksi.knowledge.db`): what it writes, what it reads.
 
 The run writes the evidence of each scored attempt as it is journalled, and
-which notes it received; each generation's notes; and, when it starts, the
+which notes it received; each generation's notes; its forum's posts (as each
+session ends; the forum's files are their record, and fill in what a failed
+write left out); and, when it starts, the
 notes earlier runs left about its tasks become its generation 0 (beside
 ``--seed-knowledge`` notes), so the run's own files record what it read.
 Hold-outs write nothing (they are never learned from) and are never given
@@ -18,7 +20,8 @@ from pathlib import Path
 
 from ksi.choices import KnowledgeEvalOutput
 from ksi.generations.evidence import attempt_evidence, scored
-from ksi.knowledge.db import DB_FILE, KnowledgeDB, Receipt, StoredAttempt
+from ksi.knowledge.db import DB_FILE, KnowledgeDB, Receipt, StoredAttempt, StoredPost
+from ksi.knowledge.forum import FORUM_DIR, FileForumStore, Post, posts_of, room_path
 from ksi.knowledge.models import Knowledge, Note
 from ksi.knowledge.store import read_knowledge, stored_generations
 from ksi.layout import RunLayout
@@ -157,6 +160,30 @@ class RunStore:
         if not self.db.has_generation(self.run_id, knowledge.generation):
             self.store(knowledge)
 
+    # -- the forum's posts ----------------------------------------------------------------
+    def put_posts(self, posts: Iterable[Post]) -> None:
+        """Store forum posts, searchable beside notes and evidence (the forum's files stay
+        their full record; a post stored already is kept as it is). Their uid is
+        ``<run id>:<post id>``; what they cite is what they rest on, and the post they
+        answer."""
+        self.db.put_posts(
+            [
+                StoredPost(
+                    uid=f"{self.run_id}:{post.id}",
+                    run_id=self.run_id,
+                    generation=post.generation,
+                    thread=f"{FORUM_DIR}/{post.generation}/{room_path(post.task_id)}",
+                    author=f"round {post.round}, participant {post.participant}",
+                    text=f"{post.kind}: {post.text}" if post.text else post.kind,
+                    task_id=post.task_id,
+                    task_hash=self._hashes.get(post.task_id) if post.task_id else None,
+                    cites=(*post.attempts, *((post.reply_to,) if post.reply_to else ())),
+                    created_at=now(),
+                )
+                for post in posts
+            ]
+        )
+
     def earlier_notes(self) -> tuple[Note, ...]:
         """What earlier runs in the store learnt about this run's tasks (none about a
         hold-out), by their global ids."""
@@ -187,4 +214,7 @@ def open_run_store(run_dir: Path) -> tuple[KnowledgeDB, str]:
         if knowledge is not None:
             store.ensure(knowledge)
     store.sync(read_records(layout.journal))
+    forum = FileForumStore(layout.root)
+    for generation in forum.generations():
+        store.put_posts(posts_of(forum.sessions(generation)))
     return db, state.run_id

@@ -11,10 +11,14 @@ The loop (:mod:`ksi.generations.loop`) runs generation after generation:
    layout), each with ``KNOWLEDGE.md`` beside ``repo/`` rendered from the
    newest notes stored at or before ``g-1`` (:func:`knowledge_for`); only
    what the journal lacks runs (:func:`missing_attempts`);
-3. **distil**: the distiller turns the generation's scored attempts into
-   notes, stored in the knowledge store (one transaction) and then written
-   from it to ``knowledge/<g>/``; a ``distilled`` event closes the
-   generation. A distiller that fails falls back to ``evidence`` notes.
+3. **forum** (``--forum-rounds``, ``--cross-task-forum-rounds``): agents
+   holding the scored attempts' evidence compare notes, round by round
+   (:mod:`ksi.generations.forum`);
+4. **distil**: the distiller turns the generation's scored attempts (and the
+   forum's posts) into notes, stored in the knowledge store (one
+   transaction) and then written from it to ``knowledge/<g>/``; a
+   ``distilled`` event closes the generation. A distiller that fails falls
+   back to ``evidence`` notes.
 
 Every step can be interrupted (``kill -9``) and is redone exactly once: notes
 the store holds are never distilled again, only their files written.
@@ -38,6 +42,7 @@ from ksi.generations.evidence import build_evidence, scored
 from ksi.generations.evidence_distiller import evidence_notes
 from ksi.generations.run_store import RunStore
 from ksi.interfaces import Distiller
+from ksi.knowledge.forum import Post
 from ksi.knowledge.models import DistillRequest, Knowledge, Note, TaskState
 from ksi.knowledge.render import KNOWLEDGE_FILE, PROMPT_POINTER, IndexedNotes
 from ksi.knowledge.store import (
@@ -86,6 +91,12 @@ def setup_failed(record: AttemptRecord) -> bool:
     return record.agent_status in SETUP_FAILURES
 
 
+def runs_again_on_resume(record: AttemptRecord) -> bool:
+    """No fault of the attempt (a full disk, a lost worker, a set-up failure): a resume
+    runs it again, ``--retries`` or not; attempts and forum sessions alike."""
+    return reruns_on_resume(record) or setup_failed(record)
+
+
 def missing_attempts(
     tasks: Sequence[TaskSpec],
     records: list[AttemptRecord],
@@ -102,7 +113,7 @@ def missing_attempts(
             rec = latest.get((task.id, n))
             if rec is None:
                 plan.append(PlannedAttempt(task, n, 0))
-            elif may_retry(rec, retries) or reruns_on_resume(rec) or setup_failed(rec):
+            elif may_retry(rec, retries) or runs_again_on_resume(rec):
                 plan.append(PlannedAttempt(task, n, rec.try_number + 1))
     return plan
 
@@ -224,6 +235,7 @@ def distill(
     distiller_name: str,
     agent_env: Mapping[str, str],
     store: RunStore,
+    forum: Sequence[Post] = (),
 ) -> Knowledge:
     """Distil generation ``generation`` and store its notes (exactly once).
 
@@ -265,6 +277,7 @@ def distill(
         run_dir=Path(run_dir),
         agent_env=dict(agent_env),
         model=config.model,
+        forum=tuple(forum),
     )
     usage = Usage()
     fallback = ""

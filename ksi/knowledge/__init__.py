@@ -5,6 +5,9 @@
 * ``store``: ``knowledge/<generation>/`` in the run directory (immutable once
   written), bundles for ``ksi knowledge export`` / ``--seed-knowledge``;
 * ``render``: ``KNOWLEDGE.md`` for one attempt, under the one size budget;
+* ``forum``: the forum's post files (the public contract), the posts and sessions
+  kept, and their store (``forum/<generation>/``); ``forum_render``: ``FORUM.md``
+  for a session, and the forum's record for people;
 * ``choices``: the generation options' defaults (read by the CLI at start).
 
 The loop that writes and reads them is :mod:`ksi.generations`.

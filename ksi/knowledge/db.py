@@ -233,8 +233,9 @@ class Receipt:
 
 
 @attrs.frozen
-class Post:
-    """A forum post (the forum writes them; search finds them)."""
+class StoredPost:
+    """A forum post as the store keeps it (the forum writes them: :class:`ksi.knowledge.forum.
+    Post`, whose files stay its full record; search finds them)."""
 
     uid: str
     run_id: str
@@ -493,7 +494,7 @@ class KnowledgeDB:
         )
         return {a for (a,) in rows}
 
-    def put_posts(self, posts: Sequence[Post]) -> None:
+    def put_posts(self, posts: Sequence[StoredPost]) -> None:
         """Store forum posts (a post already stored, by uid, is kept as it is)."""
         if not posts:
             return

@@ -17,11 +17,13 @@ from typing import Any
 
 import attrs
 
+from ksi.knowledge.forum import Post
 from ksi.models import Usage
 from ksi.trajectories.digest import TrajectoryDigest
 
-#: What a note says. The first six come from the ``evidence`` distiller (facts read
-#: off attempts); the rest are what an ``agent`` distiller is asked to write.
+#: What a note says. The first seven come from the ``evidence`` distiller (facts read
+#: off attempts, their trajectories, and the forum's posts); the rest are what an
+#: ``agent`` distiller is asked to write.
 EVIDENCE_KINDS = (
     "best_diff",
     "eval_output",
@@ -29,6 +31,7 @@ EVIDENCE_KINDS = (
     "score_history",
     "files_touched",
     "trajectory",
+    "forum_post",
 )
 INSIGHT_KINDS = (
     "insight",
@@ -65,6 +68,8 @@ class Note:
     #: Ids of earlier notes this one supersedes (on the same point, newer): KSI drops
     #: them from the notes that follow and marks them superseded in the store.
     replaces: tuple[str, ...] = ()
+    #: The forum posts it came from (their ids); ``attempts`` holds what they rest on.
+    posts: tuple[str, ...] = ()
 
 
 @attrs.frozen
@@ -150,6 +155,10 @@ class DistillRequest:
     #: The run's scrubbed agent environment and model, for a distiller that runs an agent.
     agent_env: Mapping[str, str] = attrs.field(factory=dict)
     model: str | None = None
+    #: The posts of this generation's forum (``--forum-rounds``), per task and shared
+    #: (``task_id`` None), in the order they were written; ``done`` posts left out.
+    #: Each rests on scored attempts of the evidence (:attr:`Post.attempts`).
+    forum: tuple[Post, ...] = ()
 
 
 @attrs.frozen

@@ -40,6 +40,7 @@ _KIND_ORDER = {
             "check",
             "next_step",
             "rejected_hypothesis",
+            "forum_post",
             "eval_output",
             "trajectory",
             "score_history",
@@ -127,6 +128,8 @@ _DEMOTED_LINE = "\n_Demoted: the attempts that received it kept failing._"
 def _heading(note: Note, *, demoted: bool = False, about: bool = False) -> str:
     what = printable(note.kind.replace("_", " "))
     cites = ", ".join(note.attempts[:6]) + (" ..." if len(note.attempts) > 6 else "")
+    if note.posts:
+        cites += "; post " + ", ".join(note.posts[:3]) + (" ..." if len(note.posts) > 3 else "")
     source = f" (from {printable(cites)})" if cites else ""
     task = f"\n_About task {code_span(note.task_id)}_" if about and note.task_id else ""
     when = f"\n_Applies when: {printable(note.applies_when)}_" if note.applies_when else ""

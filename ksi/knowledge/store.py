@@ -27,7 +27,7 @@ import cattrs
 from ksi.errors import UserInputError
 from ksi.knowledge.models import Knowledge, Note
 from ksi.knowledge.render import render_all
-from ksi.serialization import from_data, to_data, write_json_atomic
+from ksi.serialization import from_data, lone_surrogate_path, to_data, write_json_atomic
 
 KNOWLEDGE_DIR = "knowledge"
 NOTES_FILE = "notes.json"
@@ -95,27 +95,6 @@ def _problems(exc: Exception) -> list[str]:
     if isinstance(exc, cattrs.BaseValidationError):
         return list(cattrs.transform_error(exc, path="$"))
     return [str(exc)]
-
-
-def _lone_surrogate(data: Any, path: str = "$") -> str | None:
-    """The JSON path of the first string that is not text (a lone surrogate such as
-    ``"\\ud800"``, which JSON allows and no file can hold), or ``None``."""
-    if isinstance(data, str):
-        try:
-            data.encode("utf-8")
-        except UnicodeEncodeError:
-            return path
-    elif isinstance(data, dict):
-        for key, value in data.items():
-            found = _lone_surrogate(key, path) or _lone_surrogate(value, f"{path}.{key}")
-            if found:
-                return found
-    elif isinstance(data, list):
-        for i, value in enumerate(data):
-            found = _lone_surrogate(value, f"{path}[{i}]")
-            if found:
-                return found
-    return None
 
 
 class KnowledgeUnreadable(UserInputError):
@@ -208,7 +187,7 @@ def load_bundle(path: Path) -> tuple[Bundle, str]:
         raise UserInputError(
             f"{path}: not a valid knowledge bundle:\n" + "\n".join(f"  {p}" for p in _problems(exc))
         ) from exc
-    bad = _lone_surrogate(data)
+    bad = lone_surrogate_path(data)
     if bad is not None:
         raise UserInputError(
             f"{path}: {bad}: holds an escaped lone surrogate (such as \\ud800), which is not "

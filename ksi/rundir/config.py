@@ -84,10 +84,11 @@ ENVIRONMENT = "Environment"
 GRADING = "Grading"
 SCALE = "Scale and limits"
 GENERATIONS = "Generations"
+FORUM = "Forum"
 RESULTS = "Where results go"
 #: Options of the command itself, explained in the guide's prose (``--config``, ``--dry-run``).
 COMMAND = ""
-GROUPS = (COMMAND, TASKS, AGENT, ENVIRONMENT, GRADING, SCALE, GENERATIONS, RESULTS)
+GROUPS = (COMMAND, TASKS, AGENT, ENVIRONMENT, GRADING, SCALE, GENERATIONS, FORUM, RESULTS)
 
 
 @attrs.frozen
@@ -835,6 +836,113 @@ class RunConfig:
         },
     )
 
+    # The forum (docs/generations.md): who compares notes, and how long, is part of what a
+    # generation learns from, so a resume must not change any of it.
+    forum_rounds: int = attrs.field(
+        default=0,
+        metadata={
+            OPTION: RunOption(
+                ("--forum-rounds",),
+                "Rounds of each task's forum between a generation's attempts and its "
+                "distillation: agents holding its attempts' evidence compare notes (0: no forum).",
+                FORUM,
+                _MATCH,
+                metavar="N",
+                minimum=0,
+                doc="The forum (see [generations.md](generations.md#the-forum-agents-compare-"
+                "notes)): between a generation's attempts and its distillation, agents holding "
+                "its attempts' evidence compare notes, N rounds per task (default 0: no forum).",
+            )
+        },
+    )
+    cross_task_forum_rounds: int = attrs.field(
+        default=0,
+        metadata={
+            OPTION: RunOption(
+                ("--cross-task-forum-rounds",),
+                "Rounds of the cross-task room after the tasks' forums: one participant per "
+                "task posts what transfers across tasks.",
+                FORUM,
+                _MATCH,
+                metavar="N",
+                minimum=0,
+            )
+        },
+    )
+    #: None: one per scored attempt, at most 4.
+    forum_participants: int | None = attrs.field(
+        default=None,
+        metadata={
+            OPTION: RunOption(
+                ("--forum-participants",),
+                "Participants per task's forum (default: one per scored attempt, at most 4).",
+                FORUM,
+                _MATCH,
+                metavar="N",
+                minimum=1,
+            )
+        },
+    )
+    #: None: one per task.
+    cross_task_forum_participants: int | None = attrs.field(
+        default=None,
+        metadata={
+            OPTION: RunOption(
+                ("--cross-task-forum-participants",),
+                "Participants of the cross-task room (default: one per task).",
+                FORUM,
+                _MATCH,
+                metavar="N",
+                minimum=1,
+            )
+        },
+    )
+    #: None: the run's agent, with its options.
+    forum_agent: str | None = attrs.field(
+        default=None,
+        metadata={
+            OPTION: RunOption(
+                ("--forum-agent",),
+                "The agent of forum sessions (default: --agent, with its options).",
+                FORUM,
+                _MATCH,
+                metavar="NAME",
+                complete="agent",
+            )
+        },
+    )
+    forum_agent_options: dict[str, Any] = attrs.field(
+        factory=dict,
+        metadata={
+            OPTION: RunOption(
+                ("--forum-agent-option",),
+                "An option of --forum-agent (repeatable).",
+                FORUM,
+                _MATCH,
+                Form.KEY_VALUES,
+                metavar=_KV,
+            )
+        },
+    )
+    #: None: the run's model.
+    forum_model: str | None = attrs.field(
+        default=None,
+        metadata={
+            OPTION: RunOption(
+                ("--forum-model",),
+                "The model of forum sessions (default: --model).",
+                FORUM,
+                _MATCH,
+                metavar="NAME",
+            )
+        },
+    )
+
+    @property
+    def forum(self) -> bool:
+        """Whether generations have a forum (per task, cross-task, or both)."""
+        return self.forum_rounds > 0 or self.cross_task_forum_rounds > 0
+
     def __attrs_post_init__(self) -> None:
         # A choice given as its word (``ksi.run(eval_in="host")``) is held as its member,
         # however the settings were made; any other value is kept for problems() to report.
@@ -867,6 +975,22 @@ class RunConfig:
         if not isinstance(self.wipe_workspace, bool):
             out.append(f"wipe_workspace: expected True or False, got {self.wipe_workspace!r}")
         out.extend(f"protect (--protect): {why}" for g in self.protect if (why := glob_problem(g)))
+        rounds = (self.forum_rounds, self.cross_task_forum_rounds)
+        forum = all(isinstance(r, int) for r in rounds) and self.forum
+        if forum and (self.generations == 1 or self.knowledge == KnowledgeMode.NONE):
+            out.append(
+                "forum_rounds: the forum's posts reach the next generation through its notes; "
+                + (
+                    "a run of one generation distils none: give --generations 2 or more"
+                    if self.generations == 1
+                    else "with knowledge 'none' there are none: drop the forum or the control arm"
+                )
+            )
+        if not forum and (self.forum_agent or self.forum_agent_options or self.forum_model):
+            out.append(
+                "forum_agent: a forum agent, its options or model were given, but no forum "
+                "(give --forum-rounds or --cross-task-forum-rounds)"
+            )
         if self.knowledge == KnowledgeMode.NONE and self.seed_knowledge:
             out.append(
                 "seed_knowledge: a knowledge bundle cannot seed a run with knowledge 'none' "

@@ -39,6 +39,7 @@ from ksi.records import AttemptRecord, RunSummary
 from ksi.rundir.config import RunConfig, resume_mismatches, task_set_fingerprint
 from ksi.rundir.journal import read_records
 from ksi.rundir.run_state import RunState, load_run_state
+from ksi.runs.job_template import forum_session_id
 from ksi.runs.progress import NullProgress, Progress
 from ksi.runs.session import RunSession
 from ksi.runs.setup import open_run_dir, preflight, resolve_run
@@ -173,9 +174,15 @@ class Driver:
         if cfg.generations == 1:
             return ""
         held = [t.id for t in self.tasks if t.id in set(cfg.holdout_task_ids or ())]
+        forum = (
+            f", forum {cfg.forum_rounds} round(s) per task and {cfg.cross_task_forum_rounds} "
+            "across tasks"
+            if cfg.forum
+            else ""
+        )
         return (
             f"up to {cfg.generations} (strategy {cfg.strategy}, knowledge {cfg.knowledge}, "
-            f"distiller {cfg.distiller}"
+            f"distiller {cfg.distiller}{forum}"
             + (f", hold-outs {', '.join(held)}" if held else "")
             + "); the attempts shown are generation 1's"
         )
@@ -198,13 +205,18 @@ class Driver:
         # cannot start leaves nothing behind.
         self.resolved.components.environment.prepare(self.tasks)
         # Released when this call ends, even when an exception (Ctrl-C) outlives it.
+        forum = self.resolved.forum
+        forum_id = forum_session_id(self.session_id)
         with self.layout.lock_exclusive():
             use_components(self.session_id, self.resolved.components)
+            if forum is not None:  # forum jobs in this process use the prepared environment
+                use_components(forum_id, forum.components)
             try:
                 return self._run_locked()
             finally:
-                forget_components(self.session_id)
-                forget_session(self.session_id)
+                for session_id in (self.session_id, forum_id):
+                    forget_components(session_id)
+                    forget_session(session_id)
 
     def _run_locked(self) -> RunSummary:
         state, resumed = open_run_dir(self.layout, self.config, self.resolved)

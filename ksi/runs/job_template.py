@@ -1,8 +1,11 @@
-"""Turning a planned try into an :class:`~ksi.attempt.job.AttemptJob`.
+"""Turning a planned try (or a forum session) into an :class:`~ksi.attempt.job.AttemptJob`.
 
 What every job of a session shares (run and session ids, component specs,
 settings, the scrubbed environments) is built once; a job is that with its
-task, numbers and the notes its generation gets.
+task, numbers and the notes its generation gets. A forum session is a job
+too (:class:`ForumJobs`): the forum agent, the run's environment, no grading,
+its own directory under ``forum/`` and its own session id (so a worker
+resolves its components apart from the attempts').
 """
 
 from __future__ import annotations
@@ -15,8 +18,10 @@ from ksi.attempt.components import Components
 from ksi.attempt.envscrub import agent_optional_env, scrubbed_env
 from ksi.attempt.job import AttemptJob, AttemptSettings, ComponentSpec, KnowledgeToolsJob
 from ksi.choices import KnowledgeTools
+from ksi.generations.forum import ForumSessionPlan
 from ksi.generations.run_store import store_path
 from ksi.generations.steps import context_for, generation_of
+from ksi.interfaces import Agent
 from ksi.knowledge.render import IndexedNotes
 from ksi.models import TaskSpec
 from ksi.rundir.config import RunConfig
@@ -111,3 +116,65 @@ class JobTemplate:
             context_files=files,
             knowledge=ref,
         )
+
+
+#: A forum session's suffix to the run session's id: its components are its own.
+FORUM_SESSION_SUFFIX = "-forum"
+
+
+@attrs.frozen
+class ForumJobs:
+    """What every forum session of a session shares; :meth:`job` fills in one session."""
+
+    base: AttemptJob
+    root: Path
+
+    @classmethod
+    def for_session(
+        cls,
+        config: RunConfig,
+        attempts: JobTemplate,
+        *,
+        agent_spec: ComponentSpec,
+        agent: Agent,
+        evaluator: str,
+        run_dir: Path,
+    ) -> ForumJobs:
+        model = config.forum_model or config.model
+        agent_env = scrubbed_env(
+            required=agent.required_env,
+            optional=agent_optional_env(agent, model),
+            passthrough=config.agent_env,
+        )
+        base = attrs.evolve(
+            attempts.base,
+            session_id=forum_session_id(attempts.base.session_id),
+            agent=agent_spec,
+            evaluator=ComponentSpec("evaluator", evaluator),
+            settings=attrs.evolve(
+                attempts.base.settings,
+                model=model,
+                # Posts are read from the captured repo/; nothing is graded.
+                wipe_workspace=True,
+                eval_in="host",
+                eval_isolation="none",
+                protect=(),
+            ),
+            agent_env={**agent_env, "KSI_RUN_ID": attempts.base.run_id},
+        )
+        return cls(base, run_dir)
+
+    def job(self, session: ForumSessionPlan) -> AttemptJob:
+        return attrs.evolve(
+            self.base,
+            run_dir=str(self.root / session.run_dir),
+            task=session.task,
+            attempt=1,
+            try_number=0,
+            generation=session.generation,
+        )
+
+
+def forum_session_id(session_id: str) -> str:
+    """The session id forum jobs of the driver session ``session_id`` carry."""
+    return session_id + FORUM_SESSION_SUFFIX

@@ -1,7 +1,9 @@
 """Which try starts next: planned attempts, then retries once their backoff is over.
 
-One :class:`Scheduler` runs one generation's missing attempts through the
-executor, never more than ``--concurrency`` at a time. A try that may be
+One :class:`Scheduler` runs one batch of jobs (a generation's missing
+attempts, or a round of its forum) through the executor, never more than
+``--concurrency`` at a time; jobs are made as they are submitted, so a plan
+of 10,000 attempts never holds 10,000 jobs. A try that may be
 retried (``--retries``) comes back as a new ``try_number``, at once or, for
 a rate limit or an overloaded model, after an exponential backoff with
 jitter; retries waiting out their backoff sit in a heap ordered by when
@@ -17,7 +19,7 @@ import heapq
 import itertools
 import random
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from typing import Protocol
 
 import attrs
@@ -25,10 +27,9 @@ import attrs
 from ksi.attempt.diskfull import wipe_after_disk_full
 from ksi.attempt.execute import RETRYABLE_AGENT_STATUSES
 from ksi.attempt.job import AttemptJob, JobOutcome
-from ksi.generations.steps import PlannedAttempt, may_retry
+from ksi.generations.steps import may_retry
 from ksi.interfaces import Executor
 from ksi.records import AttemptRecord, is_solved
-from ksi.runs.job_template import JobTemplate
 from ksi.runs.progress import Progress
 from ksi.runs.stops import RunStops
 
@@ -54,8 +55,8 @@ class Bookkeeper(Protocol):
     def settle(self, outcome: JobOutcome) -> AttemptRecord:
         """The record of a finished try, and what it stops (nothing written yet)."""
 
-    def record(self, record: AttemptRecord) -> None:
-        """Journal ``record`` and tell the observers."""
+    def record(self, job: AttemptJob, record: AttemptRecord) -> None:
+        """Keep ``record`` (the journal, and the observers) of ``job``'s try."""
 
 
 @attrs.frozen(order=True)
@@ -74,12 +75,12 @@ class Scheduler:
 
     def __init__(
         self,
-        plan: Sequence[PlannedAttempt],
+        jobs: Iterable[AttemptJob],
         *,
         executor: Executor,
         concurrency: int,
         retries: int,
-        jobs: JobTemplate,
+        retry: Callable[[AttemptJob], AttemptJob],
         books: Bookkeeper,
         stops: RunStops,
         progress: Progress,
@@ -88,13 +89,14 @@ class Scheduler:
         self._executor = executor
         self._window = concurrency
         self._retries = retries
-        self._jobs = jobs
+        #: The next try of a job that may be retried.
+        self._retry = retry
         self._books = books
         self._stops = stops
         self._progress = progress
         self._solved_threshold = solved_threshold
-        self._planned: Iterator[PlannedAttempt] = iter(plan)
-        self._next: PlannedAttempt | None = next(self._planned, None)
+        self._planned: Iterator[AttemptJob] = iter(jobs)
+        self._next: AttemptJob | None = next(self._planned, None)
         #: Retries waiting out their backoff (a heap).
         self._waiting: list[_Retry] = []
         self._sequence = itertools.count()
@@ -165,8 +167,7 @@ class Scheduler:
                 job = heapq.heappop(self._waiting).job
             else:
                 assert self._next is not None
-                item, self._next = self._next, next(self._planned, None)
-                job = self._jobs.job(item.task, item.attempt, item.try_number)
+                job, self._next = self._next, next(self._planned, None)
                 launched += 1
             self._books.prepare(job)
             self._executor.submit(job)
@@ -186,11 +187,10 @@ class Scheduler:
 
     def _journal(self, job: AttemptJob, record: AttemptRecord) -> _Retry | None:
         """Journal one settled try; return its retry when it is to be retried."""
-        self._books.record(record)
+        self._books.record(job, record)
         if may_retry(record, self._retries) and not self._stops.stopping:
             ready_at = time.monotonic() + backoff_sec(record, job.try_number)
-            retry = self._jobs.job(job.task, job.attempt, job.try_number + 1)
-            return _Retry(ready_at, next(self._sequence), retry, record)
+            return _Retry(ready_at, next(self._sequence), self._retry(job), record)
         self._finished(record)
         return None
 

@@ -5,26 +5,35 @@ run or a resume. It holds what only the driver may touch: the journal (one
 durable line per finished try), the observers, the budget and the other
 stops (:mod:`ksi.runs.stops`), the progress display and the warnings the
 user hears at the end. The generation loop (:mod:`ksi.generations.loop`)
-asks it to run attempts; each batch goes through a
-:class:`~ksi.runs.scheduler.Scheduler`, which reports every outcome back here.
+asks it to run attempts, and forum sessions; each batch goes through a
+:class:`~ksi.runs.scheduler.Scheduler`, which reports every outcome back here
+(a forum session's to the forum, never to the journal: it is not an attempt,
+but it spends toward ``--max-cost`` like one).
 """
 
 from __future__ import annotations
 
 import os
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import attrs
 
 from ksi.attempt.components import component_name
-from ksi.attempt.diskfull import DiskFullError, DiskFullWatch, save_unless_disk_full
+from ksi.attempt.diskfull import (
+    DiskFullError,
+    DiskFullWatch,
+    disk_full_as_error,
+    save_unless_disk_full,
+)
 from ksi.attempt.job import AttemptJob, JobOutcome
+from ksi.generations.forum import ForumSessionPlan
 from ksi.generations.run_store import RunStore
 from ksi.generations.setup import distillation_spend, grow_progress
 from ksi.generations.steps import PlannedAttempt
 from ksi.knowledge.db import StoreBusy
+from ksi.knowledge.forum import FileForumStore
 from ksi.knowledge.render import IndexedNotes
 from ksi.layout import RunLayout, clear_attempt_dir
 from ksi.plugins import ObserverHook, get_plugins
@@ -40,8 +49,8 @@ from ksi.reporting.summary import summarize_run
 from ksi.rundir.config import RunConfig
 from ksi.rundir.journal import Journal, latest_by_attempt, spending_records
 from ksi.rundir.run_state import RunState
-from ksi.runs.job_template import JobTemplate
-from ksi.runs.progress import Progress
+from ksi.runs.job_template import ForumJobs, JobTemplate
+from ksi.runs.progress import NullProgress, Progress
 from ksi.runs.scheduler import Scheduler
 from ksi.runs.setup import ResolvedRun
 from ksi.runs.stops import RunStops
@@ -79,7 +88,7 @@ class RunSession:
             max_cost_usd=config.max_cost_usd,
             fail_fast_auth=config.fail_fast_auth,
             disk=DiskFullWatch(layout.root),
-            spent_usd=spent + distillation_spend(layout.root),
+            spent_usd=spent + distillation_spend(layout.root) + FileForumStore(layout.root).spend(),
         )
         self.info = RunInfo(
             run_id=state.run_id,
@@ -95,6 +104,19 @@ class RunSession:
             run_id=state.run_id,
             session_id=session_id,
             run_dir=layout.root,
+        )
+        forum = run.forum
+        self.forum_jobs = (
+            None
+            if forum is None
+            else ForumJobs.for_session(
+                config,
+                self.jobs,
+                agent_spec=forum.agent,
+                agent=forum.components.agent,
+                evaluator=forum.components.evaluator.name,
+                run_dir=layout.root,
+            )
         )
         #: The attempts of the generations this session ran or found done (for Ctrl-C's message).
         self.total = 0
@@ -119,16 +141,38 @@ class RunSession:
 
     def run_attempts(self, plan: Sequence[PlannedAttempt], notes: IndexedNotes | None) -> None:
         cfg = self.config
+        jobs = self.jobs.with_notes(notes)
         Scheduler(
-            plan,
+            (jobs.job(p.task, p.attempt, p.try_number) for p in plan),
             executor=self.resolved.executor,
             concurrency=cfg.concurrency,
             retries=cfg.retries,
-            jobs=self.jobs.with_notes(notes),
+            retry=lambda job: jobs.job(job.task, job.attempt, job.try_number + 1),
             books=self,
             stops=self.stops,
             progress=self.progress,
             solved_threshold=cfg.solved_threshold,
+        ).run()
+
+    def run_forum_sessions(
+        self,
+        plan: Sequence[ForumSessionPlan],
+        finished: Callable[[ForumSessionPlan, AttemptRecord], None],
+    ) -> None:
+        forum = self.forum_jobs
+        assert forum is not None, "a run with a forum has its forum jobs"
+        jobs = [(forum.job(item), item) for item in plan]
+        books = _ForumBooks(self, {job.key: item for job, item in jobs}, finished)
+        Scheduler(
+            (job for job, _ in jobs),
+            executor=self.resolved.executor,
+            concurrency=self.config.concurrency,
+            retries=0,  # a session that fails is over: its participant said nothing that round
+            retry=lambda job: attrs.evolve(job, try_number=job.try_number + 1),
+            books=books,
+            stops=self.stops,
+            progress=NullProgress(),
+            solved_threshold=self.config.solved_threshold,
         ).run()
 
     def stopped(self) -> bool:
@@ -170,7 +214,7 @@ class RunSession:
         self.stops.settle(record)
         return record
 
-    def record(self, record: AttemptRecord) -> None:
+    def record(self, job: AttemptJob, record: AttemptRecord) -> None:
         try:
             self.journal.append(record)
         except DiskFullError as exc:  # noted before the teardown, which then wipes workspaces
@@ -227,3 +271,33 @@ class RunSession:
         summary = attrs.evolve(summary, warnings=(*summary.warnings, *self.warnings))
         self.observe("ksi_run_finished", summary=summary)
         return summary
+
+
+class _ForumBooks:
+    """The scheduler's bookkeeper for forum sessions: the session's checks and stops, and
+    each finished session handed to the forum (which stores it), never to the journal."""
+
+    def __init__(
+        self,
+        session: RunSession,
+        plans: dict[tuple[str, int, int], ForumSessionPlan],
+        finished: Callable[[ForumSessionPlan, AttemptRecord], None],
+    ) -> None:
+        self._session = session
+        self._plans = plans
+        self._finished = finished
+
+    def prepare(self, job: AttemptJob) -> None:
+        self._session.prepare(job)
+
+    def settle(self, outcome: JobOutcome) -> AttemptRecord:
+        return self._session.settle(outcome)
+
+    def record(self, job: AttemptJob, record: AttemptRecord) -> None:
+        stops = self._session.stops
+        try:
+            with disk_full_as_error(self._session.layout.root, "the forum's sessions"):
+                self._finished(self._plans[job.key], record)
+        except DiskFullError as exc:  # the run stops, and says why; a resume reruns the session
+            stops.note_full_disk(exc.__cause__)
+            raise

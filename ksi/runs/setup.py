@@ -24,6 +24,7 @@ from ksi._version import __version__
 from ksi.attempt.components import (
     Components,
     component_name,
+    resolve,
     resolve_components,
     resolve_executor,
 )
@@ -36,6 +37,7 @@ from ksi.errors import KsiWarning, RunError, UserInputError
 from ksi.generations.setup import GenerationSetup, resolve_generation_setup
 from ksi.generations.steps import needs_distillation
 from ksi.interfaces import Environment, Executor, TaskSource
+from ksi.kinds import AGENT, EVALUATOR
 from ksi.knowledge.tools import MISSING_EXTRA, mcp_installed
 from ksi.layout import RunLayout
 from ksi.models import TaskSpec
@@ -44,6 +46,19 @@ from ksi.rundir.config import RunConfig, resume_mismatches, task_set_fingerprint
 from ksi.rundir.run_state import RunState, load_run_state, save_run_state
 from ksi.runs.job_template import ComponentSpecs
 from ksi.tasks.loaders import get_task_source
+
+#: What forum sessions are graded with: the ``command`` evaluator, on a task with no eval
+#: command, grades nothing (a session's record says ``no_eval``).
+FORUM_EVALUATOR = "command"
+
+
+@attrs.frozen
+class ForumSetup:
+    """What forum sessions run with: the forum agent (as a job carries it and resolved),
+    the run's environment, and an evaluator that grades nothing (a session has no eval)."""
+
+    agent: ComponentSpec
+    components: Components
 
 
 @attrs.frozen
@@ -55,6 +70,8 @@ class ResolvedRun:
     components: Components
     executor: Executor
     generations: GenerationSetup
+    #: None: the run has no forum.
+    forum: ForumSetup | None = None
 
 
 def resolve_run(
@@ -103,7 +120,27 @@ def resolve_run(
         eval_env=config.eval_env,
     )
     executor: Executor = resolve_executor(config.executor, config.executor_options)
-    return ResolvedRun(tuple(loaded), specs, components, executor, generations)
+    forum = _forum_setup(config, specs, components) if config.forum else None
+    return ResolvedRun(tuple(loaded), specs, components, executor, generations, forum)
+
+
+def _forum_setup(config: RunConfig, specs: ComponentSpecs, run: Components) -> ForumSetup:
+    """The forum agent: ``--forum-agent`` with its options, or the run's agent (its options,
+    with any ``--forum-agent-option`` on top); the run's environment instance."""
+    if config.forum_agent is None and not config.forum_agent_options:
+        agent_spec, agent = specs.agent, run.agent
+    else:
+        if config.forum_agent is None:
+            agent_spec = attrs.evolve(
+                specs.agent, options={**specs.agent.options, **config.forum_agent_options}
+            )
+        else:
+            options = dict(config.forum_agent_options)
+            agent_spec = ComponentSpec("agent", config.forum_agent, options)
+        agent, _ = resolve(AGENT, agent_spec.ref, agent_spec.options)
+    evaluator, _ = resolve(EVALUATOR, FORUM_EVALUATOR)
+    components = Components(agent=agent, environment=run.environment, evaluator=evaluator)
+    return ForumSetup(agent_spec, components)
 
 
 def _load_tasks(
@@ -141,6 +178,15 @@ def preflight(config: RunConfig, run: ResolvedRun) -> None:
         problems.extend(run.generations.distiller.preflight())
     if config.knowledge_tools == KnowledgeTools.ON:
         problems.extend(knowledge_tools_problems(run.components.environment))
+    if run.forum is not None and run.forum.components.agent is not agent:
+        forum_agent = run.forum.components.agent
+        problems.extend(
+            f"--forum-agent: {p}"
+            for p in (
+                *missing_required(component_name(forum_agent), forum_agent.required_env),
+                *forum_agent.missing_credentials(os.environ),
+            )
+        )
     if problems:
         raise UserInputError("\n".join(problems))
     exposed = credential_warning(

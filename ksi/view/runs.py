@@ -33,6 +33,7 @@ from ksi.rundir.run_state import RunState, load_run_state
 from ksi.trajectories import TRAJECTORY_FILE
 from ksi.view.diffs import DiffLine, FileChange, classify, file_changes
 from ksi.view.excerpt import MISSING, Excerpt, read_excerpt_inside, text_excerpt
+from ksi.view.forum import ThreadView, load_forum
 from ksi.view.generations import notes_files
 from ksi.view.steps import TRAJECTORY_BUDGET_BYTES, TrajectoryView, load_trajectory_view
 from ksi.view.verdict import TaskState, Verdict, attempt_facts, task_state, verdict
@@ -140,6 +141,12 @@ class RunView:
     components: dict[str, str]
     #: Generation -> run-relative path of the notes it distilled (``knowledge/<g>/KNOWLEDGE.md``).
     notes: dict[int, str] = attrs.field(factory=dict)
+    #: The forum's rooms (``--forum-rounds``), every generation's, the cross-task room last.
+    forum: tuple[ThreadView, ...] = ()
+
+    def threads(self, task_id: str | None) -> tuple[ThreadView, ...]:
+        """The rooms of a task's forum (``None``: the cross-task rooms), oldest first."""
+        return tuple(t for t in self.forum if t.room.task_id == task_id)
 
     @property
     def name(self) -> str:
@@ -379,6 +386,7 @@ def load_run_view(
         tasks=tuple(tasks),
         components=_components(state, summary.records),
         notes=notes,
+        forum=load_forum(root, task_ids),
     )
 
 
