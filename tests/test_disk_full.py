@@ -199,3 +199,41 @@ def test_journal_writes_the_record_from_its_reserve_and_never_leaves_half_a_line
     contents = read_journal(path)
     assert contents.corrupt == () and contents.torn_tail == b""
     assert [r.task_id for r in contents.records][:2] == ["before", "while-full"]
+
+
+def test_a_forum_session_that_fills_the_disk_runs_again_on_resume(
+    tmp_path: Path, small_disk: Path
+) -> None:
+    """The forum's sessions obey the disk as attempts do: the run stops with the disk-full
+    error, the filler goes, and the session that met the full disk (only it) runs again."""
+    tasks = write_tasks(
+        tmp_path / "tasks.jsonl",
+        [{"task_id": f"t{i}", "prompt": "p", "eval": {"command": "grep -q done ok.txt"}}
+         for i in range(2)],
+    )  # fmt: skip
+    calls, mark = tmp_path / "calls", tmp_path / "filled"
+    forum = (
+        f"grep -o 'attempts/t./1' repo/evidence/attempt.json >> {calls}; "
+        f"if grep -q attempts/t1/1 repo/evidence/attempt.json && [ ! -f {mark} ]; then "
+        f"touch {mark}; for i in $(seq 12); do head -c 1048576 /dev/zero > repo/fill$i || break; "
+        'done; fi; echo \'{"kind": "done"}\' > repo/posts/1.json'
+    )
+    run_dir = small_disk / "run"
+    args = ["run", str(tasks), "--agent", "command",
+            "--agent-option", "cmd=echo done > repo/ok.txt", "--generations", "2",
+            "--forum-rounds", "1", "--forum-agent", "command",
+            "--forum-agent-option", f"cmd={forum}", "--concurrency", "1",
+            "--run-dir", str(run_dir)]  # fmt: skip
+    first = ksi(*args)
+    assert first.returncode == 1, first.stderr
+    assert "error: disk full" in first.stderr and "Traceback" not in first.stderr
+    assert _fillers(small_disk) == [], "the filler went with the session's workspace"
+    sessions = (run_dir / "forum" / "1" / "sessions.jsonl").read_text().splitlines()
+    assert not any("attempts/t1/1" in line for line in sessions), "the filled one is not kept"
+    assert not (run_dir / "knowledge" / "1").exists(), "not distilled before its forum ended"
+
+    _enlarge(small_disk)
+    resumed = ksi(*args)
+    assert resumed.returncode == 0, resumed.stderr
+    assert Counter(calls.read_text().split()) == {"attempts/t0/1": 1, "attempts/t1/1": 2}
+    assert (run_dir / "knowledge" / "1" / "notes.json").is_file()

@@ -411,3 +411,26 @@ def test_bad_options_are_refused_with_the_valid_ones(tmp_path: Path) -> None:
         with pytest.raises(OptionsError, match="only the openai provider"):
             run(tmp_path, mock, "anthropic", distiller_options={"api": "responses"})
     assert mock.requests == []
+
+
+def test_the_model_reads_the_forum_and_a_note_may_cite_a_post(tmp_path: Path) -> None:
+    """With a forum, each task's call holds its posts; a note citing a post's id rests on
+    the attempts the post rests on, and names the post."""
+    poster = Path(__file__).resolve().parent / "fixtures" / "forum" / "poster.py"
+    post = "forum/1/tasks/port/r1p1-1"
+    with MockModel([answer("anthropic", notes(("port", MARKER, [post])))]) as mock:
+        summary = run(
+            tmp_path,
+            mock,
+            "anthropic",
+            forum_rounds=1,
+            forum_agent="command",
+            forum_agent_options={"cmd": f"python3 {poster} done"},
+        )
+    sent = json.dumps(model_calls(mock)[0].body)
+    assert post in sent and "FINDING r1 p1" in sent, "the post went to the model"
+    stored = read_knowledge(tmp_path / "run", 1)
+    assert stored is not None and stored.distiller == "model", stored
+    mine = [n for n in stored.notes if n.text == MARKER]
+    assert [(n.posts, n.attempts) for n in mine] == [((post,), ("attempts/port/1",))]
+    assert [g.solved for g in summary.generations.generations] == [0, 1]

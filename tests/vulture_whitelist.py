@@ -72,6 +72,7 @@ _.y_ticks
 _.flipped
 _.show_generations
 _.hidden_steps  # ksi/view/templates/steps.html.j2
+_.post_ids  # generations.jsonl's forum_round lines (people and tests read them)
 # attrs compares it (order=True): retries ready at the same time keep their order.
 _.sequence
 
@@ -79,6 +80,3 @@ _.sequence
 _.knowledge_search
 _.knowledge_note
 _.knowledge_task
-# The knowledge store's writer of forum posts: the forum (issue 25's successor) calls it;
-# search already reads posts (tests/test_knowledge_store.py).
-_.put_posts
