@@ -849,9 +849,9 @@ class RunConfig:
                 _MATCH,
                 metavar="N",
                 minimum=0,
-                doc="The forum (see [generations.md](generations.md#the-forum-agents-compare-"
-                "notes)): between a generation's attempts and its distillation, agents holding "
-                "its attempts' evidence compare notes, N rounds per task (default 0: no forum).",
+                doc="Between a generation's attempts and its distillation, agents holding its "
+                "attempts' evidence compare notes in each task's room, N rounds (default 0: no "
+                "forum).",
             )
         },
     )
