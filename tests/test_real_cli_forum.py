@@ -134,3 +134,69 @@ def test_a_real_cli_posts_through_files_and_the_next_generation_reads_the_note(
     else:
         assert g1["forum_cost_usd"] is None and usage["cost_usd"] is None
     assert {s.request.body["model"] for s in run.served} == {CLIS[cli][2]}
+
+
+def test_claude_code_posts_through_the_forum_tools_and_reads_this_rounds_posts_live(
+    tmp_path: Path,
+) -> None:
+    """Two participants, one after the other (``--concurrency 1``): the first reads the
+    forum and posts through ``forum_post`` (a refused post says why, at once) and
+    ``forum_done``; the second's ``forum_read`` already shows that post, which its
+    ``FORUM.md`` (rendered when the round began) does not."""
+    pytest.importorskip("mcp")
+    _, key, model = CLIS["claude-code"]
+    finding = {"kind": "finding", "text": MARKER, "cites": ["attempts/port/1"]}
+    script: list[Any] = [
+        # Generation 1, participant 1.
+        ToolCall("mcp__ksi__forum_read", {}, MockUsage(500, 10)),
+        ToolCall("mcp__ksi__forum_post", finding, MockUsage(600, 40)),
+        ToolCall("mcp__ksi__forum_post", {"kind": "gossip", "text": "x"}, MockUsage(700, 10)),
+        ToolCall("mcp__ksi__forum_done", {}, MockUsage(800, 5)),
+        Answer("Posted.", MockUsage(900, 5)),
+        # Generation 1, participant 2.
+        ToolCall("mcp__ksi__forum_read", {}, MockUsage(500, 10)),
+        ToolCall("mcp__ksi__forum_done", {"text": "Agreed."}, MockUsage(600, 5)),
+        Answer("Done.", MockUsage(700, 5)),
+        # Generation 2's two sessions.
+        Answer("Nothing to add.", MockUsage(300, 5)),
+        Answer("Nothing to add.", MockUsage(300, 5)),
+    ]
+    run = ksi_run_with_mock(
+        tmp_path,
+        agent="command",
+        cli="claude-code",
+        env=key,
+        tasks=[PORT_TASK],
+        agent_options=[f"cmd={TASK_AGENT}"],
+        args=[
+            *("--attempts", "2", "--concurrency", "1"),
+            *("--generations", "2", "--strategy", "all", "--forum-rounds", "1"),
+            *("--forum-agent", "claude-code", "--forum-agent-option", "base_url={mock_url}"),
+            *("--forum-model", model, "--wipe-workspace-per-task", "false"),
+        ],
+        script=script,
+    )
+    assert run.proc.returncode == 0, run.describe()
+    assert len(run.served) == len(script), run.describe()
+    bodies = [json.dumps(s.request.body) for s in run.served]
+    assert "mcp__ksi__forum_post" in bodies[0], "the CLI offered the forum's tools"
+    assert "Forum: task `port`, generation 1, round 1 of 1" in bodies[1], "forum_read's answer"
+    assert "posted as posts/mcp-001.json" in bodies[2]
+    assert "refused, not posted: $.kind: expected one of finding" in bodies[3]
+    # Participant 2 read participant 1's post live, before the round ended.
+    assert MARKER in bodies[6] and "participant 1 (this round, not checked yet)" in bodies[6]
+    sessions = sorted((run.run_dir / "forum" / "1" / "seeds").glob("*/repo/FORUM.md"))
+    assert len(sessions) == 2 and not any(MARKER in s.read_text() for s in sessions)
+
+    # KSI kept the tools' posts as it keeps files: checked, with ids, distilled.
+    stored = [json.loads(x) for x in (run.run_dir / "forum" / "1" / "sessions.jsonl").open()]
+    kept = {s["participant"]: [(p["kind"], p["file"]) for p in s["posts"]] for s in stored}
+    assert kept == {
+        1: [("finding", "posts/mcp-001.json"), ("done", "posts/mcp-002.json")],
+        2: [("done", "posts/mcp-001.json")],
+    }
+    notes = json.loads((run.run_dir / "knowledge" / "1" / "notes.json").read_text())
+    made = [n for n in notes["notes"] if n["posts"] == ["forum/1/tasks/port/r1p1-1"]]
+    assert len(made) == 1 and MARKER in made[0]["text"]
+    second = [r for r in run.records if r["generation"] == 2]
+    assert second and all(r["score"] == 1.0 for r in second), run.describe()

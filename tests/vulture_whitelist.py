@@ -80,3 +80,6 @@ _.sequence
 _.knowledge_search
 _.knowledge_note
 _.knowledge_task
+_.forum_read
+_.forum_post
+_.forum_done

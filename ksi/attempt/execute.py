@@ -61,7 +61,7 @@ from ksi.interfaces import (
     GivesFeedback,
     McpServer,
 )
-from ksi.knowledge.tools import WORKSPACE_COPY, server_for, visible_copy
+from ksi.knowledge.tools import WORKSPACE_COPY, mcp_installed, server_for, visible_copy
 from ksi.models import AgentStatus, EvalResult, EvalStatus, TaskSpec, total_usage
 from ksi.protected_files import ProtectRule
 from ksi.records import (
@@ -322,7 +322,7 @@ class _Attempt:
                 Path(tools.store),
                 workspace / WORKSPACE_COPY,
                 run_id=job.run_id,
-                generation=job.generation,
+                generation=job.generation + (1 if tools.sees_own_generation else 0),
                 exclude_tasks=tools.exclude_tasks,
             )
         self.clock.add_time("seed", t)
@@ -353,10 +353,32 @@ class _Attempt:
     def _mcp_servers(self, workspace: Path, ws_path: str) -> tuple[McpServer, ...]:
         """The knowledge tools' server over the attempt's copy of the store, run by this
         Python (the driver checked that the environment runs host programs); none when
-        the store is not where the job runs (so there is no copy)."""
-        if self.job.knowledge_tools is None or not (workspace / WORKSPACE_COPY).is_file():
+        the store is not where the job runs (so there is no copy). A forum session's
+        server serves the forum's tools too, where the environment runs this Python and
+        the ``mcp`` extra is here (elsewhere the agent posts files, as every agent can);
+        the round's live directory only where the agent's processes see the host's files."""
+        job, environment = self.job, self.components.environment
+        knowledge = job.knowledge_tools is not None and (workspace / WORKSPACE_COPY).is_file()
+        forum = job.forum_tools
+        # A class attribute of the environments that run host programs (as setup reads it).
+        host_programs = bool(getattr(environment, "runs_host_programs", False))
+        if forum is not None and not (host_programs and mcp_installed()):
+            forum = None
+        if not knowledge and forum is None:
             return ()
-        return (server_for(sys.executable, ws_path, self.job.task.id),)
+        live = None
+        if forum is not None and forum.live_dir and not agent_is_isolated(environment):
+            live = forum.live_dir
+        return (
+            server_for(
+                sys.executable,
+                ws_path,
+                job.task.id,
+                knowledge=knowledge,
+                forum_participant=forum.participant if forum is not None else None,
+                forum_live=live,
+            ),
+        )
 
     def _feedback_rounds(
         self,

@@ -101,6 +101,20 @@ class KnowledgeToolsJob:
     store: str
     #: Tasks no answer may be about (the run's hold-outs).
     exclude_tasks: tuple[str, ...] = ()
+    #: The job's own generation is visible too (a forum session's: its attempts are over).
+    sees_own_generation: bool = False
+
+
+@attrs.frozen
+class ForumToolsJob:
+    """A forum session's tools (``forum_read``, ``forum_post``, ``forum_done``: see
+    :mod:`ksi.knowledge.forum_tools`), for an agent whose CLI speaks MCP."""
+
+    #: The session's participant number in its room.
+    participant: int
+    #: The round's live directory, as a path where the job runs: where each session's
+    #: posts are copied as they are made, for the others' ``forum_read`` (None: none).
+    live_dir: str | None = None
 
 
 @attrs.frozen
@@ -134,6 +148,8 @@ class AttemptJob:
     knowledge: KnowledgeRef | None = None
     #: The knowledge tools' store and filters (``--knowledge-tools on``; None: no tools).
     knowledge_tools: KnowledgeToolsJob | None = None
+    #: A forum session's tools (None: not a forum session, or none).
+    forum_tools: ForumToolsJob | None = None
 
     @property
     def key(self) -> tuple[str, int, int]:

@@ -60,6 +60,7 @@ from ksi.knowledge.forum import (
     Seat,
     collect_posts,
     posts_of,
+    room_path,
 )
 from ksi.knowledge.forum_render import forum_record, session_forum
 from ksi.layout import task_dirname
@@ -68,6 +69,8 @@ from ksi.records import AttemptRecord, now
 from ksi.rundir.config import RunConfig
 from ksi.task_parts import StartingFiles
 
+#: Where a round's live posts are, under ``forum/<g>/`` (``live/<room>/r<round>/``).
+LIVE_DIR = "live"
 #: Participants of a task's forum when ``--forum-participants`` is not given (at most).
 DEFAULT_PARTICIPANTS = 4
 #: Why a room ended.
@@ -94,6 +97,9 @@ class ForumSessionPlan:
     task: TaskSpec
     #: Where the session runs, relative to the run directory (its job's ``run_dir``).
     run_dir: str
+    #: The round's live directory, relative to the run directory: each session's posts
+    #: made through the forum's tools are copied there for the others to read at once.
+    live_dir: str = ""
 
 
 class ForumHost(Protocol):
@@ -240,6 +246,9 @@ class ForumPhase:
                     for r in scored(records)
                     if r.task_id not in self._held and r.generation <= generation
                 )
+                for item in plan:  # a killed session's live posts are not this round's
+                    for stale in (self._root / item.live_dir).glob(f"p{item.seat.participant}-*"):
+                        stale.unlink(missing_ok=True)
                 self._host.run_forum_sessions(plan, functools.partial(self._finished, known=known))
             sessions = self._store.sessions(generation)
             have = {s.key for s in sessions}
@@ -333,6 +342,7 @@ class ForumPhase:
             round=round_,
             task=task,
             run_dir=f"{FORUM_DIR}/{generation}",
+            live_dir=f"{FORUM_DIR}/{generation}/{LIVE_DIR}/{room_path(room.task_id)}/r{round_}",
         )
 
     def _evidence(self, seat: Seat, by_id: Mapping[str, AttemptRecord]) -> dict[str, str]:

@@ -30,6 +30,7 @@ from typing import Any
 
 from ksi.interfaces import McpServer
 from ksi.knowledge.db import KnowledgeDB
+from ksi.knowledge.forum_tools import FORUM_TOOL_NAMES
 from ksi.knowledge.queries import note_detail, search, task_history
 
 #: The MCP server's name in each CLI's configuration (Claude Code shows its tools as
@@ -55,12 +56,33 @@ def mcp_installed() -> bool:
     return importlib.util.find_spec("mcp") is not None
 
 
-def server_for(python: str, workspace_path: str, task_id: str) -> McpServer:
-    """The server over the attempt's copy: ``workspace_path`` as the agent sees it."""
-    db = workspace_path.rstrip("/") + "/" + WORKSPACE_COPY
-    return McpServer(
-        SERVER_NAME, python, ("-m", SERVER_MODULE, "--db", db, "--task", task_id), TOOL_NAMES
-    )
+def server_for(
+    python: str,
+    workspace_path: str,
+    task_id: str,
+    *,
+    knowledge: bool = True,
+    forum_participant: int | None = None,
+    forum_live: str | None = None,
+) -> McpServer:
+    """The server over the attempt's copy: ``workspace_path`` as the agent sees it.
+
+    A forum session's (``forum_participant``) serves the forum's tools too, over
+    its ``repo/``, with the round's live directory when the session can reach it
+    (``forum_live``); ``knowledge=False`` leaves the knowledge tools out.
+    """
+    workspace = workspace_path.rstrip("/")
+    args: list[str] = ["-m", SERVER_MODULE]
+    tools: tuple[str, ...] = ()
+    if knowledge:
+        args += ["--db", f"{workspace}/{WORKSPACE_COPY}", "--task", task_id]
+        tools += TOOL_NAMES
+    if forum_participant is not None:
+        args += ["--forum-repo", f"{workspace}/repo", "--participant", str(forum_participant)]
+        if forum_live is not None:
+            args += ["--forum-live", forum_live]
+        tools += FORUM_TOOL_NAMES
+    return McpServer(SERVER_NAME, python, tuple(args), tools)
 
 
 # -- what the attempt may see ------------------------------------------------------------

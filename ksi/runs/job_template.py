@@ -16,7 +16,13 @@ import attrs
 
 from ksi.attempt.components import Components
 from ksi.attempt.envscrub import agent_optional_env, scrubbed_env
-from ksi.attempt.job import AttemptJob, AttemptSettings, ComponentSpec, KnowledgeToolsJob
+from ksi.attempt.job import (
+    AttemptJob,
+    AttemptSettings,
+    ComponentSpec,
+    ForumToolsJob,
+    KnowledgeToolsJob,
+)
 from ksi.choices import KnowledgeTools
 from ksi.generations.forum import ForumSessionPlan
 from ksi.generations.run_store import store_path
@@ -165,6 +171,7 @@ class ForumJobs:
         return cls(base, run_dir)
 
     def job(self, session: ForumSessionPlan) -> AttemptJob:
+        tools = self.base.knowledge_tools
         return attrs.evolve(
             self.base,
             run_dir=str(self.root / session.run_dir),
@@ -172,6 +179,14 @@ class ForumJobs:
             attempt=1,
             try_number=0,
             generation=session.generation,
+            # A forum session may look up its own generation's attempts: they are over.
+            knowledge_tools=None
+            if tools is None
+            else attrs.evolve(tools, sees_own_generation=True),
+            forum_tools=ForumToolsJob(
+                session.seat.participant,
+                str(self.root / session.live_dir) if session.live_dir else None,
+            ),
         )
 
 
