@@ -200,3 +200,35 @@ def test_claude_code_posts_through_the_forum_tools_and_reads_this_rounds_posts_l
     assert len(made) == 1 and MARKER in made[0]["text"]
     second = [r for r in run.records if r["generation"] == 2]
     assert second and all(r["score"] == 1.0 for r in second), run.describe()
+
+
+def test_gemini_cli_posts_through_forum_post(tmp_path: Path) -> None:
+    """The second CLI through the tools: Gemini CLI names them ``mcp_ksi_<tool>``."""
+    pytest.importorskip("mcp")
+    finding = {"kind": "finding", "text": MARKER, "cites": ["attempts/port/1"]}
+    run = ksi_run_with_mock(
+        tmp_path,
+        agent="command",
+        cli="gemini-cli",
+        env={"GEMINI_API_KEY": "mock-gemini-key"},
+        tasks=[PORT_TASK],
+        agent_options=[f"cmd={TASK_AGENT}"],
+        args=[
+            *("--generations", "2", "--strategy", "all", "--forum-rounds", "1"),
+            *("--forum-agent", "gemini-cli", "--forum-agent-option", "base_url={mock_url}"),
+            *("--forum-model", "gemini-2.5-pro", "--wipe-workspace-per-task", "false"),
+        ],
+        script=[
+            ToolCall("mcp_ksi_forum_post", finding, MockUsage(600, 40)),
+            Answer("Posted.", MockUsage(700, 5)),
+            Answer("Nothing to add.", MockUsage(300, 5)),  # generation 2's session
+        ],
+    )
+    assert run.proc.returncode == 0, run.describe()
+    bodies = [json.dumps(s.request.body) for s in run.served]
+    assert "mcp_ksi_forum_post" in bodies[0] and "posted as posts/mcp-001.json" in bodies[1]
+    notes = json.loads((run.run_dir / "knowledge" / "1" / "notes.json").read_text())
+    made = [n for n in notes["notes"] if n["posts"] == ["forum/1/tasks/port/r1p1-1"]]
+    assert len(made) == 1 and MARKER in made[0]["text"]
+    records = {r["attempt"]: r for r in run.records}
+    assert (records[1]["score"], records[2]["score"]) == (0.0, 1.0), run.describe()
