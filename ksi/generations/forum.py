@@ -376,8 +376,9 @@ class ForumPhase:
     ) -> None:
         """Keep one finished session and its checked posts (one durable line).
 
-        A session a full disk, a lost worker or a set-up failure (auth, connection, refused tools) ended is not kept: its
-        round stays open, and a resume runs it again (as the journal does attempts).
+        A session a full disk, a lost worker or a set-up failure (a key, an endpoint, refused
+        tools) ended is not kept: its round stays open, and a resume runs it again (as the
+        journal does attempts).
         """
         if runs_again_on_resume(record):
             return
