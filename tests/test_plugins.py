@@ -15,6 +15,7 @@ import subprocess
 import sys
 import textwrap
 from collections.abc import Callable, Iterator
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -37,10 +38,11 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures" / "plugins"
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 
-#: Plugins this repository installs into the test environment (the README's test command
-#: installs plugins/ksi-harbor, ksi-arc and ksi-polyglot; .ci/ray-plugin-check.sh adds
-#: plugins/ksi-ray); listings are compared without them.
-INSTALLED = ("ksi-harbor", "ksi-arc", "ksi-polyglot", "ksi-ray")
+#: Distributions with a ``ksi`` entry point in the test environment before any test adds
+#: its own (the README's test command installs plugins/ksi-harbor, ksi-arc and
+#: ksi-polyglot; a developer may have installed any other): listings are compared without
+#: them, so these tests pass whatever else is installed.
+INSTALLED = frozenset(ep.dist.name for ep in entry_points(group="ksi") if ep.dist is not None)
 
 
 def without_installed(lines: list[str]) -> list[str]:
@@ -972,3 +974,45 @@ def test_a_command_that_needs_no_agent_imports_no_agent_module(tmp_path: Path) -
     loaded = proc.stdout.split()
     assert "ksi.tasks.custom" in loaded
     assert not [m for m in loaded if m.startswith(("ksi.agents", "ksi.environments"))]
+
+
+def test_listing_tests_pass_whatever_else_is_installed(tmp_path: Path) -> None:
+    """Issue 28 #6: a developer's own installed plugin does not fail KSI's tests."""
+    other = Site(tmp_path)
+    (tmp_path / "ksi_bystander.py").write_text(
+        textwrap.dedent(
+            """
+            from ksi import hookimpl
+            from ksi.models import EvalResult
+
+            class Bystander:
+                name = "bystander"
+                aliases = ()
+
+                def grade(self, task, workdir, **kwargs):
+                    return EvalResult(status="scored", native_score=1.0)
+
+            @hookimpl
+            def ksi_register_evaluators(register):
+                register(Bystander)
+            """
+        ),
+        encoding="utf-8",
+    )
+    other.add("ksi-bystander", "ksi_bystander", ep_name="bystander")
+    listing_tests = [
+        "test_ksi_plugins_text_lists_plugins_on_stdout_and_errors_on_stderr",
+        "test_ksi_plugins_shows_in_process_plugins_and_clashes",
+        "test_docs_plugins_md_example_installs_and_works",
+    ]
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+         *(f"tests/test_plugins.py::{name}" for name in listing_tests)],
+        env=other.env(),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert "3 passed" in proc.stdout
