@@ -3,8 +3,12 @@ and its own tests pass, in a fresh virtual environment as a plugin author would 
 
 from __future__ import annotations
 
+import importlib
 import json
+import re
+import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,6 +19,8 @@ from typer.testing import CliRunner
 from ksi.cli import build_app
 from ksi.errors import UserInputError
 from ksi.scaffold import PluginNames, create_plugin
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def plugins_cli() -> typer.Typer:
@@ -112,3 +118,61 @@ def test_default_location_is_plugins_dir(tmp_path: Path, monkeypatch: pytest.Mon
         "tests/conftest.py",
         "tasks/example.jsonl",
     }
+
+
+def _checks(cwd: Path) -> list[subprocess.CompletedProcess[str]]:
+    bin_dir = Path(sys.executable).parent
+    return [
+        subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=300)
+        for cmd in (
+            [str(bin_dir / "ruff"), "check", "."],
+            [str(bin_dir / "ruff"), "format", "--check", "."],
+        )
+    ]
+
+
+def test_generated_code_passes_ruff_and_mypy_strict_as_generated(tmp_path: Path) -> None:
+    """Issue 28 #7: on its own, and inside a project whose ruff config calls ksi first-party."""
+    _, pkg, _ = create_plugin("lint-me", tmp_path / "ksi-lint-me")
+    for proc in _checks(pkg):
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    typed = subprocess.run(
+        [str(Path(sys.executable).parent / "mypy"), "--no-incremental"],
+        cwd=pkg,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert typed.returncode == 0, typed.stdout + typed.stderr
+    assert "Success: no issues found in 6 source files" in typed.stdout
+
+    # As an in-repo plugin: plugins/ksi-NAME under KSI's own pyproject.toml and ksi/.
+    repo = tmp_path / "repo"
+    (repo / "ksi").mkdir(parents=True)
+    (repo / "ksi" / "__init__.py").write_text("")
+    shutil.copy(ROOT / "pyproject.toml", repo / "pyproject.toml")
+    create_plugin("lint-me", repo / "plugins" / "ksi-lint-me")
+    for proc in _checks(repo):
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_generated_evaluator_uses_documented_statuses_only(tmp_path: Path) -> None:
+    doc = (ROOT / "docs" / "evaluators.md").read_text(encoding="utf-8")
+    table = doc.split("| status | when |", 1)[1].split("\n\n", 1)[0]  # the unscored statuses
+    documented = {"scored", *re.findall(r"^\| `([a-z_]+)` \| ", table, flags=re.MULTILINE)}
+    assert {"timeout", "no_eval"} <= documented
+    names, pkg, _ = create_plugin("status-check", tmp_path / "pkg")
+    sys.path.insert(0, str(pkg))
+    try:
+        source = importlib.import_module(f"{names.module}.source")
+        evaluator = importlib.import_module(f"{names.module}.evaluator")
+        task = source.StatusCheckTaskSource().load(pkg / "tasks" / "example.jsonl")[0]
+        workspace = tmp_path / "empty"
+        workspace.mkdir()
+        result = evaluator.StatusCheckEvaluator().grade(task, workspace)  # no answer.txt
+    finally:
+        sys.path.remove(str(pkg))
+        for name in [m for m in sys.modules if m.startswith(names.module)]:
+            del sys.modules[name]
+    assert result.status in documented, (result.status, sorted(documented))
+    assert result.native_score == 0.0 and "no answer.txt" in result.notes
