@@ -487,6 +487,19 @@ def test_ksi_plugins_without_third_party_plugins_says_so(tmp_path: Path) -> None
     assert proc.stdout.strip() == "No plugins installed (--all includes KSI's built-in plugins)."
 
 
+def test_ksi_plugins_with_only_a_broken_plugin_says_it_failed_on_stdout_too(
+    site: Site, tmp_path: Path
+) -> None:
+    """Issue 28 #10: not "No plugins installed" when one is, and failed to load."""
+    site.add("ksi-fake-broken", "ksi_fake_broken", version="2.3", ep_name="broken")
+    proc = ksi_cli("plugins", env=site.env(KSI_LOAD_PLUGINS="broken"), cwd=tmp_path)
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stdout.strip() == (
+        "No plugins loaded: 1 plugin failed to load (the errors are on stderr)."
+    )
+    assert "broken on purpose" in proc.stderr
+
+
 # -- the pytest fixtures KSI ships ------------------------------------------------
 
 

@@ -64,7 +64,14 @@ def plugins(
         )
         _exit_if_failed(state)
         return
-    if not infos:
+    if not infos and state.errors:
+        # Not "none installed": they are, and a reader of stdout alone must not think otherwise.
+        count = len(state.errors)
+        typer.echo(
+            f"No plugins loaded: {count} plugin{'s' if count != 1 else ''} failed to load "
+            "(the errors are on stderr)."
+        )
+    elif not infos:
         hint = "" if all_ else " (--all includes KSI's built-in plugins)"
         typer.echo(f"No plugins installed{hint}.")
     elif is_tty():
