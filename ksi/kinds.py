@@ -63,6 +63,8 @@ class ComponentKind(Generic[C]):
     base_name: str
     #: The command-line flag that carries its options (for error messages).
     option_flag: str
+    #: The ``ksi.run`` keyword that carries them (error messages to a Python caller).
+    option_keyword: str
 
     def __str__(self) -> str:
         return self.name
@@ -180,6 +182,7 @@ TASK_SOURCE: ComponentKind[TaskSource] = ComponentKind(
     protocol_name="TaskSource",
     base_name="TaskSourceBase",
     option_flag="--task-source-option",
+    option_keyword="task_source_options",
 )
 EVALUATOR: ComponentKind[Evaluator] = ComponentKind(
     name="evaluator",
@@ -188,6 +191,7 @@ EVALUATOR: ComponentKind[Evaluator] = ComponentKind(
     protocol_name="Evaluator",
     base_name="EvaluatorBase",
     option_flag="--evaluator-option",
+    option_keyword="evaluator_options",
 )
 AGENT: ComponentKind[Agent] = ComponentKind(
     name="agent",
@@ -196,6 +200,7 @@ AGENT: ComponentKind[Agent] = ComponentKind(
     protocol_name="Agent",
     base_name="AgentBase",
     option_flag="--agent-option",
+    option_keyword="agent_options",
 )
 ENVIRONMENT: ComponentKind[Environment] = ComponentKind(
     name="environment",
@@ -204,6 +209,7 @@ ENVIRONMENT: ComponentKind[Environment] = ComponentKind(
     protocol_name="Environment",
     base_name="EnvironmentBase",
     option_flag="--environment-option",
+    option_keyword="environment_options",
 )
 EXECUTOR: ComponentKind[Executor] = ComponentKind(
     name="executor",
@@ -212,6 +218,7 @@ EXECUTOR: ComponentKind[Executor] = ComponentKind(
     protocol_name="Executor",
     base_name="ExecutorBase",
     option_flag="--executor-option",
+    option_keyword="executor_options",
 )
 STRATEGY: ComponentKind[Strategy] = ComponentKind(
     name="strategy",
@@ -221,6 +228,7 @@ STRATEGY: ComponentKind[Strategy] = ComponentKind(
     base_name="StrategyBase",
     # A strategy takes no options; the flag that names it is what a message points at.
     option_flag="--strategy",
+    option_keyword="strategy",
 )
 DISTILLER: ComponentKind[Distiller] = ComponentKind(
     name="distiller",
@@ -229,6 +237,7 @@ DISTILLER: ComponentKind[Distiller] = ComponentKind(
     protocol_name="Distiller",
     base_name="DistillerBase",
     option_flag="--distiller-option",
+    option_keyword="distiller_options",
 )
 
 #: Every kind, in the order listings show them.

@@ -9,9 +9,12 @@ and every problem is reported at once, naming the option and what it expects.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import difflib
 import types
 import typing
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 import attrs
@@ -141,34 +144,80 @@ def _type_name(t: Any) -> str:
     return str(t).replace("typing.", "")
 
 
-def create_component(cls: Any, options: Mapping[str, Any], *, kind: str, option_flag: str) -> Any:
+#: Whether the options being turned into components came from Python (``ksi.run(...,
+#: evaluator_options={...})``) rather than the command line: an error then names the
+#: keyword the caller wrote, not a flag they never typed.
+_FROM_PYTHON: contextvars.ContextVar[bool] = contextvars.ContextVar("ksi_options_from_python")
+
+
+@contextlib.contextmanager
+def options_from_python() -> Iterator[None]:
+    """Inside this block, option errors speak Python (the public functions enter it)."""
+    token = _FROM_PYTHON.set(True)
+    try:
+        yield
+    finally:
+        _FROM_PYTHON.reset(token)
+
+
+@attrs.frozen
+class _Where:
+    """How the caller gave a component's options: what a message names and how to fix it."""
+
+    #: ``--evaluator-option``, or the keyword ``evaluator_options``.
+    label: str
+    flag: str
+    keyword: str | None
+
+    def give(self, name: str) -> str:
+        if self.keyword is None:
+            return f"{self.flag} {name}=VALUE"
+        return f"{self.keyword}={{{name!r}: VALUE}}"
+
+
+def _where(option_flag: str, option_keyword: str | None) -> _Where:
+    if option_keyword is not None and _FROM_PYTHON.get(False):
+        return _Where(option_keyword, option_flag, option_keyword)
+    return _Where(option_flag, option_flag, None)
+
+
+def create_component(
+    cls: Any,
+    options: Mapping[str, Any],
+    *,
+    kind: str,
+    option_flag: str,
+    option_keyword: str | None = None,
+) -> Any:
     """Instantiate a registered component class with user options, or explain what is wrong.
 
     :raises OptionsError: every unknown, missing or unconvertible option, one
-        :class:`ksi.models.Problem` each, located at ``option_flag``.
+        :class:`ksi.models.Problem` each, located at ``option_flag`` (or, inside
+        :func:`options_from_python`, at the ``ksi.run`` keyword ``option_keyword``).
     """
+    where = _where(option_flag, option_keyword)
     label = f"{kind} {getattr(cls, 'name', getattr(cls, '__name__', cls))!r}"
     if not isinstance(cls, type):
         if options:
-            raise UserInputError(f"{option_flag}: {label} takes no options")
+            raise UserInputError(f"{where.label}: {label} takes no options")
         return cls
     if not attrs.has(cls):
         try:
             return cls(**options)
         except TypeError as exc:
-            raise UserInputError(f"{option_flag}: {label}: {exc}") from exc
+            raise UserInputError(f"{where.label}: {label}: {exc}") from exc
     valid = option_names(cls)
     try:
         return _converter.structure(dict(options), cls)
     except ClassValidationError as exc:
-        raise OptionsError(_problems(exc, label, option_flag, valid)) from exc
+        raise OptionsError(_problems(exc, label, where, valid)) from exc
     except (ValueError, TypeError) as exc:
         # Raised by the class itself (attrs validators, __attrs_post_init__).
-        raise OptionsError([Problem(option_flag, f"{label}: {exc}")]) from exc
+        raise OptionsError([Problem(where.label, f"{label}: {exc}")]) from exc
 
 
 def _problems(
-    exc: ClassValidationError, label: str, option_flag: str, valid: list[str]
+    exc: ClassValidationError, label: str, where: _Where, valid: list[str]
 ) -> list[Problem]:
     problems = []
     # Unknown keys first: a misspelled option explains the errors that follow.
@@ -176,10 +225,12 @@ def _problems(
     for sub in subs:
         if isinstance(sub, ForbiddenExtraKeysError):
             for key in sorted(sub.extra_fields):
+                close = difflib.get_close_matches(key, valid, n=1, cutoff=0.6)
+                hint = f" did you mean {close[0]!r}?" if close else ""
                 problems.append(
                     Problem(
-                        option_flag,
-                        f"{label} has no option {key!r}; valid options: "
+                        where.label,
+                        f"{label} has no option {key!r};{hint} valid options: "
                         f"{', '.join(valid) if valid else '(none)'}",
                     )
                 )
@@ -189,15 +240,15 @@ def _problems(
             None,
         )
         if note is None:
-            problems.append(Problem(option_flag, f"{label}: {sub}"))
+            problems.append(Problem(where.label, f"{label}: {sub}"))
         elif isinstance(sub, KeyError):
             problems.append(
                 Problem(
-                    option_flag,
+                    where.label,
                     f"{label} needs option {note.name!r} ({_type_name(note.type)}); "
-                    f"give it as {option_flag} {note.name}=VALUE",
+                    f"give it as {where.give(note.name)}",
                 )
             )
         else:
-            problems.append(Problem(option_flag, f"{label}: option {note.name!r}: {sub}"))
+            problems.append(Problem(where.label, f"{label}: option {note.name!r}: {sub}"))
     return problems

@@ -182,7 +182,9 @@ def test_command_without_cmd_is_a_clear_error(options: dict[str, str]) -> None:
 
 
 def test_command_rejects_unknown_options() -> None:
-    with pytest.raises(OptionsError, match="has no option 'cdm'; valid options: cmd"):
+    with pytest.raises(
+        OptionsError, match=r"has no option 'cdm'; did you mean 'cmd'\? valid options: cmd"
+    ):
         create_component(CommandAgent, {"cdm": "x"}, kind="agent", option_flag="--agent-option")
 
 

@@ -242,6 +242,45 @@ def test_python_api_suggests_the_option_meant() -> None:
         ksi_api.run([], agent="nop", attemps=2)
 
 
+def test_option_errors_speak_the_callers_interface_with_a_suggestion(tmp_path: Path) -> None:
+    """Issue 28 #11: Python callers read their keyword, CLI users their flag; both a hint."""
+    import ksi as ksi_api
+    from ksi.errors import OptionsError
+
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text('{"task_id": "a", "prompt": "p", "eval": {"command": "true"}}\n')
+    with pytest.raises(OptionsError) as caught:
+        ksi_api.run(
+            str(tasks),
+            agent="nop",
+            evaluator="command",
+            evaluator_options={"timout_sec": "3"},
+            run_dir=tmp_path / "py",
+        )
+    assert str(caught.value).startswith(
+        "evaluator_options: evaluator 'command' has no option 'timout_sec'; "
+        "did you mean 'timeout_sec'? valid options: "
+    )
+    assert "--evaluator-option" not in str(caught.value)
+    with pytest.raises(OptionsError, match=r"^agent_options: agent 'command' has no option 'cmdd'; "
+                       r"did you mean 'cmd'\?"):  # fmt: skip
+        ksi_api.run(
+            str(tasks), agent="command", agent_options={"cmdd": "x"}, run_dir=tmp_path / "py2"
+        )
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "ksi", "run", str(tasks), "--agent", "nop",
+         "--evaluator", "command", "--evaluator-option", "timout_sec=3",
+         "--run-dir", str(tmp_path / "cli")],
+        capture_output=True, text=True, timeout=120, env=env_without_ksi_settings(),
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    assert (
+        "error: --evaluator-option: evaluator 'command' has no option 'timout_sec'; "
+        "did you mean 'timeout_sec'?"
+    ) in proc.stderr
+
+
 CSV_PLUGIN = """
 import ksi
 

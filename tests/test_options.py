@@ -65,8 +65,8 @@ def test_bool_words(word: str, value: bool) -> None:
 
 def test_unknown_option_lists_the_valid_ones() -> None:
     assert problems(command="x", timout_sec="5") == [
-        f"{FLAG}: evaluator 'grader' has no option 'timout_sec'; valid options: "
-        "command, timeout_sec, retries, verbose, env_keys, limit"
+        f"{FLAG}: evaluator 'grader' has no option 'timout_sec'; did you mean 'timeout_sec'? "
+        "valid options: command, timeout_sec, retries, verbose, env_keys, limit"
     ]
 
 

@@ -51,11 +51,23 @@ def resolve(
     options = options or {}
     if isinstance(spec, str):
         reg = registry(kind).get(spec)
-        obj = create_component(reg.obj, options, kind=kind.name, option_flag=kind.option_flag)
+        obj = create_component(
+            reg.obj,
+            options,
+            kind=kind.name,
+            option_flag=kind.option_flag,
+            option_keyword=kind.option_keyword,
+        )
         plugin = reg.plugin
     else:
         # A class is built with the options; a ready instance refuses them (never ignores them).
-        obj = create_component(spec, options, kind=kind.name, option_flag=kind.option_flag)
+        obj = create_component(
+            spec,
+            options,
+            kind=kind.name,
+            option_flag=kind.option_flag,
+            option_keyword=kind.option_keyword,
+        )
         plugin = "(python object)"
     missing = kind.missing_methods(obj)
     if missing:

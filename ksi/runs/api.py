@@ -15,6 +15,7 @@ import attrs
 from ksi.attempt.components import spec_name
 from ksi.errors import UserInputError
 from ksi.models import TaskSpec
+from ksi.options import options_from_python
 from ksi.records import RunSummary
 from ksi.rundir.config import RunConfig
 from ksi.runs.driver import Driver
@@ -92,13 +93,14 @@ def run(
     if concurrency is not None:
         fields["concurrency"] = concurrency
     config = RunConfig(**fields)
-    runner = Driver(
-        config,
-        Path(run_dir) if run_dir is not None else default_run_dir(),
-        tasks=given_tasks,
-        agent=agent,
-        evaluator=evaluator,
-        environment=environment,
-        progress=progress,
-    )
-    return runner.run()
+    with options_from_python():
+        runner = Driver(
+            config,
+            Path(run_dir) if run_dir is not None else default_run_dir(),
+            tasks=given_tasks,
+            agent=agent,
+            evaluator=evaluator,
+            environment=environment,
+            progress=progress,
+        )
+        return runner.run()

@@ -32,7 +32,11 @@ def get_task_source(
     """
     reg = registry(TASK_SOURCE).get(name)
     source = create_component(
-        reg.obj, options or {}, kind=TASK_SOURCE.name, option_flag=TASK_SOURCE.option_flag
+        reg.obj,
+        options or {},
+        kind=TASK_SOURCE.name,
+        option_flag=TASK_SOURCE.option_flag,
+        option_keyword=TASK_SOURCE.option_keyword,
     )
     return cast(TaskSource, source)
 
