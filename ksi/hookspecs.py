@@ -68,7 +68,8 @@ def ksi_register_task_sources(register: Register) -> None:
         of :class:`ksi.models.TaskSpec`, and ``validate(path)`` returning every
         :class:`ksi.models.Problem` in the input; optionally ``file_suffixes``
         (``(".csv",)``), so a user who gives such a file to another source is
-        told to use this one.
+        told to use this one, and ``reads_directories = True`` for the same
+        about a directory.
     :returns: nothing.
     """
 

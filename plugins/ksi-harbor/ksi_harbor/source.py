@@ -183,6 +183,8 @@ class HarborTaskSource:
         "graded in its container by tests/test.sh"
     )
     default_evaluator: ClassVar[str] = "harbor"
+    #: `ksi run DIR` without --task-source names this source.
+    reads_directories: ClassVar[bool] = True
 
     #: Build environment/Dockerfile even when task.toml names a prebuilt docker_image
     #: (Harbor's --force-build).

@@ -150,6 +150,8 @@ class PolyglotTaskSource:
         "exercises); graded by each language's tests"
     )
     default_evaluator: ClassVar[str] = "polyglot"
+    #: `ksi run DIR` without --task-source names this source.
+    reads_directories: ClassVar[bool] = True
     #: ``ksi run --language python,javascript`` sets the ``language`` option.
     cli_options: ClassVar[dict[str, tuple[str, str]]] = {
         "--language": ("language", "polyglot: only these languages (e.g. python,javascript).")
