@@ -88,6 +88,39 @@ def test_run_takes_repeated_task_ids_globs_exclude_and_limit(tmp_path: Path) -> 
     assert _run_ids(tmp_path / "old") == ["fix-a"]
 
 
+def test_run_takes_a_task_ids_file_with_globs_and_comments(tmp_path: Path) -> None:
+    """Issue 28 #17: a long selection from a file, one id or glob a line, # comments."""
+    tasks = _tasks(tmp_path)
+    ids_file = tmp_path / "ids.txt"
+    ids_file.write_text("# the ones to rerun\nfix-a\n\nadd-*  # both adds\n", encoding="utf-8")
+    run_dir = tmp_path / "run"
+    ran = ksi("run", str(tasks), "--agent", "nop", "--task-ids-file", str(ids_file),
+              "--task-id", "doc-e", "--exclude", "add-d", "--run-dir", str(run_dir))  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    assert _run_ids(run_dir) == ["add-c", "doc-e", "fix-a"]
+    config = json.loads((run_dir / "run.json").read_text())["config"]
+    assert config["task_ids_file"] == str(ids_file)
+
+    ids_file.write_text("fix-a\nfxi-b\n", encoding="utf-8")
+    typo = ksi("run", str(tasks), "--agent", "nop", "--task-ids-file", str(ids_file),
+               "--run-dir", str(tmp_path / "typo"))  # fmt: skip
+    assert typo.returncode == 2
+    assert f"--task-ids-file {ids_file}: no task 'fxi-b'" in typo.stderr
+    assert "did you mean 'fix-b'" in typo.stderr
+
+    only_comments = tmp_path / "none.txt"
+    only_comments.write_text("# nothing yet\n", encoding="utf-8")
+    empty = ksi("run", str(tasks), "--agent", "nop", "--task-ids-file", str(only_comments),
+                "--run-dir", str(tmp_path / "empty"))  # fmt: skip
+    assert empty.returncode == 2
+    assert "holds no task id" in empty.stderr
+    assert not (tmp_path / "empty").exists()
+    missing = ksi("run", str(tasks), "--agent", "nop", "--task-ids-file",
+                  str(tmp_path / "absent.txt"), "--run-dir", str(tmp_path / "m"))  # fmt: skip
+    assert missing.returncode == 2
+    assert "--task-ids-file: cannot read" in missing.stderr
+
+
 def test_a_pattern_that_matches_nothing_is_an_error_naming_it(tmp_path: Path) -> None:
     tasks = _tasks(tmp_path)
     run_dir = tmp_path / "run"

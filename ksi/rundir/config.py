@@ -434,6 +434,23 @@ class RunConfig:
             )
         },
     )
+    #: Read when the tasks are selected (a resume reads it again).
+    task_ids_file: str | None = attrs.field(
+        default=None,
+        metadata={
+            OPTION: RunOption(
+                ("--task-ids-file",),
+                "Only tasks whose id matches a line of PATH (an id or glob a line, # comments).",
+                TASKS,
+                _FREE,
+                Form.PATH,
+                metavar="PATH",
+                doc="Only tasks whose id matches a line of PATH: one id or glob a line, blank "
+                "lines and `#` comments ignored; with `--task-id`, a task either names is "
+                "run. A line that matches no task is an error, as for `--task-id`.",
+            )
+        },
+    )
     max_tasks: int | None = attrs.field(
         default=None,
         metadata={
@@ -1005,6 +1022,7 @@ class RunConfig:
             include=tuple(self.task_ids or ()),
             exclude=tuple(self.exclude_task_ids or ()),
             limit=self.max_tasks,
+            ids_file=self.task_ids_file,
         )
 
     def get(self, name: str, default: Any = None) -> Any:

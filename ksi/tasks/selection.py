@@ -1,5 +1,8 @@
 """Which tasks of a file a command works on: ``--task-id``, ``--exclude``, ``--limit``.
 
+``ksi run --task-ids-file PATH`` adds the ids or globs of a file (one a line,
+``#`` comments), for selections too long for a command line.
+
 One selection for every command (run, check, grade, regrade, tasks
 validate/list), so a user learns one vocabulary. Patterns are task ids or
 shell-style globs (:func:`fnmatch.fnmatchcase`: ``fix-*``, ``t[12]``), matched
@@ -13,6 +16,7 @@ from __future__ import annotations
 import difflib
 import fnmatch
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import Protocol, TypeVar
 
 import attrs
@@ -46,32 +50,76 @@ def matches(task_id: str, pattern: str) -> bool:
     return task_id == pattern if not is_glob(pattern) else fnmatch.fnmatchcase(task_id, pattern)
 
 
+def read_task_ids_file(path: str | Path) -> tuple[str, ...]:
+    """The ids or globs of a ``--task-ids-file``: one a line; blank lines and ``#`` comments.
+
+    :raises UserInputError: the file cannot be read, or holds no id at all (an empty
+        selection would otherwise mean every task).
+    """
+    try:
+        text = Path(path).read_text(encoding="utf-8-sig")
+    except OSError as exc:
+        raise UserInputError(
+            f"--task-ids-file: cannot read {path} ({exc.strerror or exc}); give a file of task "
+            "ids, one a line"
+        ) from exc
+    except UnicodeDecodeError as exc:
+        raise UserInputError(f"--task-ids-file: {path} is not UTF-8 text ({exc.reason})") from exc
+    ids = [line.split("#", 1)[0].strip() for line in text.splitlines()]
+    found = tuple(dict.fromkeys(i for i in ids if i))
+    if not found:
+        raise UserInputError(
+            f"--task-ids-file: {path} holds no task id (one id or glob a line; # starts a comment)"
+        )
+    return found
+
+
 @attrs.frozen
 class TaskSelection:
-    """Ids or globs to keep (none: all), ids or globs to leave out, then the first ``limit``."""
+    """Ids or globs to keep (none: all), ids or globs to leave out, then the first ``limit``.
+
+    ``ids_file`` adds the ids or globs of that file to ``include`` (read once, here).
+    """
 
     include: tuple[str, ...] = attrs.field(default=(), converter=split_patterns)
     exclude: tuple[str, ...] = attrs.field(default=(), converter=split_patterns)
     limit: int | None = None
+    ids_file: str | None = None
+    from_file: tuple[str, ...] = attrs.field(
+        init=False,
+        default=attrs.Factory(
+            lambda self: read_task_ids_file(self.ids_file) if self.ids_file else (),
+            takes_self=True,
+        ),
+    )
 
     @property
     def everything(self) -> bool:
-        return not self.include and not self.exclude and self.limit is None
+        return not self.included and not self.exclude and self.limit is None
+
+    @property
+    def included(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys((*self.include, *self.from_file)))
 
     def select_ids(self, ids: Sequence[str], *, where: str = "") -> list[str]:
         """The selected ids, in file order; :class:`UserInputError` for a pattern matching none."""
         unmatched = [
             (flag, p)
-            for flag, patterns in (("--task-id", self.include), ("--exclude", self.exclude))
+            for flag, patterns in (
+                ("--task-id", self.include),
+                (f"--task-ids-file {self.ids_file}", self.from_file),
+                ("--exclude", self.exclude),
+            )
             for p in patterns
             if not any(matches(i, p) for i in ids)
         ]
         if unmatched:
             raise UserInputError("\n".join(_no_match(flag, p, ids, where) for flag, p in unmatched))
+        include = self.included
         chosen = [
             i
             for i in ids
-            if (not self.include or any(matches(i, p) for p in self.include))
+            if (not include or any(matches(i, p) for p in include))
             and not any(matches(i, p) for p in self.exclude)
         ]
         return chosen if self.limit is None else chosen[: self.limit]
@@ -90,6 +138,8 @@ class TaskSelection:
     def describe(self) -> str:
         """The selection as the options that make it (``--task-id 'a*' --exclude b``)."""
         parts = [f"--task-id {p!r}" for p in self.include]
+        if self.ids_file:
+            parts.append(f"--task-ids-file {self.ids_file}")
         parts += [f"--exclude {p!r}" for p in self.exclude]
         if self.limit is not None:
             parts.append(f"--limit {self.limit}")
