@@ -16,6 +16,7 @@ import attrs
 
 from ksi.models import EvalResult, Usage
 from ksi.models import is_solved as is_solved  # the one solved predicate, for the runner
+from ksi.provenance import Provenance
 
 if TYPE_CHECKING:
     from ksi.rundir.config import RunConfig
@@ -379,3 +380,5 @@ class RunSummary:
     score_conflicts: int = 0
     #: Per-generation figures (None for a run of one generation).
     generations: GenerationsSummary | None = None
+    #: The tasks file's hash and the git commits behind the run (run.json's).
+    provenance: Provenance = attrs.field(factory=Provenance)

@@ -15,6 +15,7 @@ import os
 import typer
 
 from ksi.attempt.capture import MAX_LISTED_SKIPS
+from ksi.provenance import Provenance
 from ksi.records import GenerationsSummary, RunSummary, TaskGenerations, TaskSummary
 from ksi.reporting.attention import (
     capture_changes,
@@ -85,8 +86,24 @@ def summary_lines(summary: RunSummary) -> list[str]:
         )
     if summary.wall_time_sec is not None:
         lines.append(f"wall time: {summary.wall_time_sec:.1f}s")
+    lines.extend(provenance_lines(summary.provenance))
     lines.append(f"run: {run_state(summary)}")
     return [printable(line) for line in lines]
+
+
+def provenance_lines(provenance: Provenance) -> list[str]:
+    """The tasks file's hash and the commits the run rests on, when run.json has them."""
+    lines = []
+    tasks = []
+    if provenance.tasks_sha256:
+        tasks.append(f"sha256 {provenance.tasks_sha256}")
+    if provenance.tasks_git is not None:
+        tasks.append(provenance.tasks_git.describe())
+    if tasks:
+        lines.append("tasks file: " + ", ".join(tasks))
+    if provenance.ksi_git is not None:
+        lines.append(f"ksi source: {provenance.ksi_git.describe()}")
+    return lines
 
 
 def run_state(summary: RunSummary) -> str:

@@ -193,6 +193,7 @@ def summarize_run(
         stopped_reason=state.stopped_reason,
         warnings=journal_warnings(layout.journal, journal),
     )
+    summary = attrs.evolve(summary, provenance=state.provenance)
     if config.generations <= 1:
         return summary
 

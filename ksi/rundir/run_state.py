@@ -1,4 +1,4 @@
-"""``run.json``: what a run is (id, configuration, task set, sessions, versions).
+"""``run.json``: what a run is (id, configuration, task set, sessions, versions, provenance).
 
 One model, :class:`RunState`, read by :func:`load_run_state` and written by
 :func:`save_run_state`; every command that looks at a run (run, resume,
@@ -16,6 +16,7 @@ import attrs
 
 from ksi.errors import UserInputError
 from ksi.layout import RunLayout
+from ksi.provenance import Provenance
 from ksi.records import now
 from ksi.rundir.config import RunConfig
 from ksi.serialization import from_data, to_data, write_json_atomic
@@ -57,6 +58,9 @@ class RunState:
     stopped_reason: str = ""
     #: ksi, Python and the versions of the plugins the run used.
     versions: dict[str, Any] = attrs.field(factory=dict)
+    #: The tasks file's sha256 and the git commits of its checkout and of KSI's (the
+    #: latest session's; :mod:`ksi.provenance`).
+    provenance: Provenance = attrs.field(factory=Provenance)
 
     def started_session(self) -> RunState:
         """This state with a new session going (a run is never complete while one goes)."""

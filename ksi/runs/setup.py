@@ -42,6 +42,7 @@ from ksi.knowledge.tools import MISSING_EXTRA, mcp_installed
 from ksi.layout import RunLayout
 from ksi.models import TaskSpec
 from ksi.plugins import get_plugins
+from ksi.provenance import collect as collect_provenance
 from ksi.rundir.config import RunConfig, resume_mismatches, task_set_fingerprint
 from ksi.rundir.run_state import RunState, load_run_state, save_run_state
 from ksi.runs.job_template import ComponentSpecs
@@ -260,7 +261,11 @@ def open_run_dir(layout: RunLayout, config: RunConfig, run: ResolvedRun) -> tupl
             task_ids=[t.id for t in run.tasks],
         )
     # Until this session ends, the run is going again (a kill -9 leaves it so).
-    state = attrs.evolve(state.started_session(), versions=_versions(run.components))
+    state = attrs.evolve(
+        state.started_session(),
+        versions=_versions(run.components),
+        provenance=collect_provenance(config.tasks_path),
+    )
     with disk_full_as_error(layout.root, "writing run.json"):
         save_run_state(layout, state)
     return state, resumed
