@@ -6,6 +6,10 @@ source and an evaluator that run as they are, tests that pass (using KSI's
 live in ``ksi/scaffold_templates/package/`` as ``*.tmpl`` files (so no tool
 mistakes them for KSI's own code); ``__module__`` in a path and the
 ``__NAME__``-style tokens in a file are replaced.
+
+Made as ``plugins/ksi-NAME`` of KSI's own repository, the plugin also gets
+the wheel check CI runs on every ``plugins/*/`` (``.ci/wheel-check/ksi-NAME.sh``,
+:func:`write_wheel_check`).
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ from ksi.kinds import EVALUATOR, TASK_SOURCE
 from ksi.plugins import get_plugins
 
 TEMPLATES = Path(__file__).resolve().parent / "scaffold_templates" / "package"
+#: The end-to-end check of an in-repo plugin's wheel (KSI's own ``.ci/wheel-check/``).
+WHEEL_CHECK_TEMPLATE = TEMPLATES.parent / "wheel-check.sh.tmpl"
 _NAME = re.compile(r"^[a-z][a-z0-9]*(?:-[a-z0-9]+)*$")
 
 
@@ -120,3 +126,24 @@ def create_plugin(raw_name: str, dest: Path | None = None) -> tuple[PluginNames,
             ) from exc
         written.append(out)
     return names, target, written
+
+
+def write_wheel_check(names: PluginNames, target: Path) -> Path | None:
+    """In KSI's repository (``target`` is ``plugins/ksi-NAME`` next to ``.ci/``), write the
+    plugin's ``.ci/wheel-check/ksi-NAME.sh``; None anywhere else.
+
+    ``.ci/run`` builds and checks every ``plugins/*/`` and fails on one without its
+    check, so an in-repo plugin needs nothing else wired by hand (docs/plugins/README.md).
+    """
+    plugins_dir = Path(target).resolve().parent
+    ci = plugins_dir.parent / ".ci"
+    if plugins_dir.name != "plugins" or not (ci / "plugin-wheel-check.sh").is_file():
+        return None
+    check = ci / "wheel-check" / f"{Path(target).name}.sh"
+    if check.exists():
+        return None  # the repository's own check stays
+    check.parent.mkdir(parents=True, exist_ok=True)
+    check.write_text(
+        render(WHEEL_CHECK_TEMPLATE.read_text(encoding="utf-8"), names), encoding="utf-8"
+    )
+    return check

@@ -13,12 +13,13 @@ from pathlib import Path
 
 import pytest
 import typer
+from run_helpers import env_without_ksi_settings
 from test_install_cmd import fresh_venv, ksi
 from typer.testing import CliRunner
 
 from ksi.cli import build_app
 from ksi.errors import UserInputError
-from ksi.scaffold import PluginNames, create_plugin
+from ksi.scaffold import PluginNames, create_plugin, write_wheel_check
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -72,6 +73,28 @@ def test_generated_plugin_installs_registers_and_its_tests_pass(tmp_path: Path) 
     )
     assert tests.returncode == 0, tests.stdout + tests.stderr
     assert "5 passed" in tests.stdout
+
+    # In KSI's repository, the wheel check .ci/run runs on it (issue 28 #8), and it passes.
+    repo = tmp_path / "repo"
+    (repo / ".ci").mkdir(parents=True)
+    shutil.copy(ROOT / ".ci" / "plugin-wheel-check.sh", repo / ".ci")
+    check = write_wheel_check(PluginNames.from_name("my-bench"), repo / "plugins" / "ksi-my-bench")
+    assert check == repo / ".ci" / "wheel-check" / "ksi-my-bench.sh"
+    wrapper = tmp_path / "ksi-command"
+    wrapper.write_text(f'#!/bin/sh\nexec "{python}" -m ksi "$@"\n')
+    wrapper.chmod(0o755)
+    (tmp_path / "work").mkdir()
+    checked = subprocess.run(
+        ["bash", str(check)],
+        env={**env_without_ksi_settings(), "ROOT": str(repo), "PLUGIN_DIR": str(pkg),
+             "WORK": str(tmp_path / "work"), "VENV": str(python.parent.parent),
+             "KSI": str(wrapper)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )  # fmt: skip
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert "2 tasks, every one solved" in checked.stdout
 
 
 def test_names_are_derived_and_checked() -> None:
@@ -176,3 +199,22 @@ def test_generated_evaluator_uses_documented_statuses_only(tmp_path: Path) -> No
             del sys.modules[name]
     assert result.status in documented, (result.status, sorted(documented))
     assert result.native_score == 0.0 and "no answer.txt" in result.notes
+
+
+def test_the_wheel_check_is_written_only_inside_ksis_repository(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    (repo / ".ci").mkdir(parents=True)
+    (repo / ".ci" / "plugin-wheel-check.sh").write_text("")
+    inside = CliRunner().invoke(
+        plugins_cli(), ["plugins", "new", "in-repo", "--dir", str(repo / "plugins" / "ksi-in-repo")]
+    )
+    assert inside.exit_code == 0, inside.output
+    check = repo / ".ci" / "wheel-check" / "ksi-in-repo.sh"
+    assert f"Wrote {check}" in inside.output
+    assert "--task-source in-repo" in check.read_text()
+    outside = CliRunner().invoke(
+        plugins_cli(), ["plugins", "new", "elsewhere", "--dir", str(tmp_path / "plugins" / "x")]
+    )
+    assert outside.exit_code == 0, outside.output
+    assert "Wrote" not in outside.output
+    assert not (tmp_path / ".ci").exists()

@@ -175,10 +175,13 @@ def new(
 ) -> None:
     """Generate a working plugin package: entry point, task source, evaluator, tests."""
     # start-up: not needed for `ksi plugins --help`
-    from ksi.scaffold import create_plugin
+    from ksi.scaffold import create_plugin, write_wheel_check
 
     names, target, written = create_plugin(name, directory)
     typer.echo(f"Created {names.dist} in {target} ({len(written)} files).")
+    check = write_wheel_check(names, target)
+    if check is not None:
+        typer.echo(f"Wrote {check}: the end-to-end check .ci/run runs on the plugin's wheel.")
     typer.echo("Next:")
     typer.echo(f"  ksi install -e {target}")
     typer.echo("  ksi plugins")
