@@ -24,7 +24,8 @@ process each), but only when that socket belongs to the daemon the CLI itself
 uses; otherwise, or with ``use_engine_api=false`` / ``KSI_DOCKER_API=0``, the
 CLI does everything. ``exec`` always goes through the CLI. Both ways of starting
 a container are derived from one :class:`~ksi.environments.container.ContainerSpec`
-(:meth:`DockerEnvironment.container_spec`), where the hardening is declared.
+(:meth:`DockerEnvironment.container_spec`), where the hardening is declared, and
+sent one way, by :func:`~ksi.environments.docker_start.start_container`.
 
 The network, by default (``network=endpoints``), is the run's internal docker
 network with no route out, and each agent process reaches the endpoints it
@@ -36,9 +37,7 @@ which ``ksi run`` warns about; ``none`` gives it nothing.
 
 from __future__ import annotations
 
-import contextlib
 import io
-import json
 import os
 import posixpath
 import re
@@ -57,10 +56,10 @@ from ksi.environments.docker_net import (
     ENDPOINTS,
     RunNetwork,
     check_engine,
-    container_address,
     ensure_network,
     remove_networks,
 )
+from ksi.environments.docker_start import relay_front, start_container
 from ksi.environments.images import (
     build_task_image,
     check_daemon,
@@ -83,7 +82,6 @@ from ksi.task_parts import CAPABILITY_SETS
 if TYPE_CHECKING:
     # Imported where used: http.client alone costs more than the rest of `ksi run --help`.
     from ksi.environments.engine_api import EngineAPI
-    from ksi.environments.sandbox_net import TcpFront
 
 #: Label naming the run a container belongs to (``ksi cleanup`` selects on it).
 LABEL_RUN = "ksi.run"
@@ -790,14 +788,11 @@ class DockerEnvironment(EnvironmentBase):
         host_ws = Path(spec.mounts[0].source)
         (host_ws / HOME_SUBDIR).mkdir(parents=True, exist_ok=True)
         api = self._engine_api()
-        body = None if api is None else spec.api_body()
-        if api is not None and body is not None:
-            self._start_by_api(api, spec, body, ctx)
-        else:
-            self._start_by_cli(binary, spec, ctx)
+        start_container(binary, api, spec, ctx)
         relay = None
         if settings.network == ENDPOINTS:
-            relay = self._relay_front(binary, api, spec, ctx)
+            gateway = self._run_network(binary, ctx.run_id).gateway
+            relay = relay_front(binary, api, spec, ctx, gateway)
         return DockerHandle(
             binary=binary,
             container=spec.name,
@@ -818,76 +813,6 @@ class DockerEnvironment(EnvironmentBase):
                 found = ensure_network(binary, run_id, {LABEL_RUN: run_id})
                 self._networks[run_id] = found
             return found
-
-    def _relay_front(
-        self, binary: str, api: EngineAPI | None, spec: ContainerSpec, ctx: AttemptContext
-    ) -> TcpFront:
-        """Where the attempt's relays listen (the gateway) and whom they answer (the container)."""
-        # start-up: the relay module's asyncio costs `ksi run --help` ~20 ms.
-        from ksi.environments.sandbox_net import TcpFront
-
-        inspected: Any = None
-        if api is not None:
-            # start-up: listing components imports this module; this only when used
-            import http.client
-
-            from ksi.environments.engine_api import EngineAPIError
-
-            with contextlib.suppress(EngineAPIError, OSError, http.client.HTTPException):
-                inspected = api.request("GET", f"/containers/{spec.name}/json")
-        else:
-            res = docker(binary, "inspect", spec.name, timeout=60)
-            try:
-                listed = json.loads(res.stdout) if res.returncode == 0 else []
-            except ValueError:
-                listed = []
-            inspected = listed[0] if isinstance(listed, list) and listed else None
-        address = container_address(inspected, spec.network)
-        if address is None:
-            docker(binary, "rm", "-f", spec.name, timeout=120)
-            raise EnvironmentFailure(
-                f"docker environment: the container of task {ctx.task.id!r} attempt "
-                f"{ctx.attempt} has no address on network {spec.network}, so its agent cannot "
-                "reach the relay; use --network bridge or --network none"
-            )
-        return TcpFront(host=self._run_network(binary, ctx.run_id).gateway, peer=address)
-
-    def _start_by_cli(self, binary: str, spec: ContainerSpec, ctx: AttemptContext) -> None:
-        argv = spec.cli_args()
-        res = docker(binary, *argv, timeout=300)
-        if res.returncode != 0 and "already in use" in res.stderr:
-            # A container of this very attempt survived a killed run: replace it.
-            docker(binary, "rm", "-f", spec.name, timeout=120)
-            res = docker(binary, *argv, timeout=300)
-        if res.returncode != 0:
-            docker(binary, "rm", "-f", spec.name, timeout=120)
-            raise EnvironmentFailure(
-                f"docker environment: starting a container of {spec.image!r} for task "
-                f"{ctx.task.id!r} attempt {ctx.attempt} failed: {exit_detail(res)}"
-            )
-
-    def _start_by_api(
-        self, api: EngineAPI, spec: ContainerSpec, body: dict[str, Any], ctx: AttemptContext
-    ) -> None:
-        # start-up: listing components imports this module; this only when used
-        import http.client
-
-        from ksi.environments.engine_api import EngineAPIError
-
-        try:
-            try:
-                api.run_detached(spec.name, body)
-            except EngineAPIError as exc:
-                if exc.status != 409:
-                    raise
-                # A container of this very attempt survived a killed run: replace it.
-                api.remove(spec.name)
-                api.run_detached(spec.name, body)
-        except (EngineAPIError, OSError, http.client.HTTPException) as exc:
-            raise EnvironmentFailure(
-                f"docker environment: starting a container of {spec.image!r} for task "
-                f"{ctx.task.id!r} attempt {ctx.attempt} failed: {exc}"
-            ) from exc
 
     def _engine_api(self) -> EngineAPI | None:
         """The daemon's API when it is the CLI's own daemon (checked once), else None."""
