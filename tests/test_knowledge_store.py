@@ -21,7 +21,8 @@ from typing import Any
 import pytest
 
 from ksi.generations.phases import read_phases
-from ksi.knowledge.db import SCHEMA_VERSION, KnowledgeDB
+from ksi.knowledge.db import KnowledgeDB
+from ksi.knowledge.db_schema import SCHEMA_VERSION
 from ksi.knowledge.models import Knowledge, Note
 from ksi.knowledge.render import IndexedNotes
 from ksi.knowledge.retrieval import NoteIndex
@@ -504,7 +505,7 @@ def test_the_query_api_reads_a_store_opened_read_only_and_keeps_tasks_out(
 ) -> None:
     """What a query tool serving an agent (an MCP server) calls: nothing it asks writes,
     and the tasks it must not answer about (a run's hold-outs) stay out of every answer."""
-    from ksi.knowledge.db import StoreUnusable
+    from ksi.knowledge.db_schema import StoreUnusable
     from ksi.knowledge.queries import note_detail, search, task_history
 
     store = demo_run / "knowledge.sqlite"

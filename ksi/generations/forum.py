@@ -45,7 +45,7 @@ import attrs
 from ksi.generations.evidence import attempt_evidence, best_first, scored
 from ksi.generations.phases import ForumRound, PhaseEvent, Phases, append_phase
 from ksi.generations.steps import runs_again_on_resume
-from ksi.knowledge.db import StoreBusy
+from ksi.knowledge.db_schema import StoreBusy
 from ksi.knowledge.forum import (
     EVIDENCE_DIR,
     FORUM_DIR,

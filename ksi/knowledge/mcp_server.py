@@ -22,7 +22,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from ksi.knowledge.db import KnowledgeDB, StoreUnusable
+from ksi.knowledge.db import KnowledgeDB
+from ksi.knowledge.db_schema import StoreUnusable
 from ksi.knowledge.forum_tools import answer_forum_post, answer_forum_read
 from ksi.knowledge.tools import SERVER_NAME, answer_note, answer_search, answer_task
 

@@ -21,7 +21,8 @@ from typing import Any
 
 import attrs
 
-from ksi.knowledge.db import KnowledgeDB, scope_word, store_size
+from ksi.knowledge.db import KnowledgeDB, store_size
+from ksi.knowledge.db_schema import scope_word
 from ksi.knowledge.models import DEMOTE_AFTER, Note
 
 #: What ``search`` looks in (``--kind``: a note kind, or one of these for the others).

@@ -14,7 +14,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Mapping, Sequence
 
-from ksi.knowledge.db import TOKENIZE
+from ksi.knowledge.db_schema import TOKENIZE
 from ksi.knowledge.models import Note
 from ksi.knowledge.queries import any_of
 

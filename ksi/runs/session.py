@@ -32,7 +32,7 @@ from ksi.generations.forum import ForumSessionPlan
 from ksi.generations.run_store import RunStore
 from ksi.generations.setup import distillation_spend, grow_progress
 from ksi.generations.steps import PlannedAttempt
-from ksi.knowledge.db import StoreBusy
+from ksi.knowledge.db_schema import StoreBusy
 from ksi.knowledge.forum import FileForumStore
 from ksi.knowledge.render import IndexedNotes
 from ksi.layout import RunLayout, clear_attempt_dir
