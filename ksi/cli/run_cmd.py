@@ -330,7 +330,7 @@ def check_command(
     """
     # start-up: `ksi run --help` imports no runner
     from ksi.options import parse_key_values
-    from ksi.rundir.config import default_concurrency
+    from ksi.rundir.option_groups.scale import default_concurrency
     from ksi.runs.check import check_tasks
     from ksi.serialization import to_data
 

@@ -1,7 +1,7 @@
 """``ksi run``'s options as typer parameters, built from the one table of run options.
 
 Every setting of a run declares its option once, on its
-:class:`~ksi.rundir.config.RunConfig` field (:class:`~ksi.rundir.config.RunOption`);
+:class:`~ksi.rundir.config.RunConfig` field (:class:`~ksi.rundir.run_option.RunOption`);
 the options of the command itself (which run directory, ``--resume``,
 ``--dry-run``...) are declared the same way on :class:`CommandOptions` here.
 This module turns both into ``ksi run``'s parameters, in the groups of
@@ -29,13 +29,13 @@ import typer
 from ksi.cli.common import TasksArg, complete_names, tasks_path_of
 from ksi.cli.config_file import ConfigOption
 from ksi.errors import UserInputError
-from ksi.rundir.config import (
+from ksi.rundir.config import RunConfig
+from ksi.rundir.run_option import (
     COMMAND,
     GROUPS,
     OPTION,
     RESULTS,
     Form,
-    RunConfig,
     RunOption,
     option_of,
     options_of,
@@ -126,7 +126,7 @@ def param_name(opt: RunOption) -> str:
 
 def run_options() -> Iterator[tuple[attrs.Attribute[Any], RunOption]]:
     """Every ``ksi run`` option (the run's settings that have a flag, and the command's
-    own), in ``--help`` order: by :data:`~ksi.rundir.config.GROUPS`, then as declared."""
+    own), in ``--help`` order: by :data:`~ksi.rundir.run_option.GROUPS`, then as declared."""
     found = [(f, o) for cls in (RunConfig, CommandOptions) for f, o in options_of(cls) if o.flags]
     yield from sorted(found, key=lambda pair: GROUPS.index(pair[1].group))
 
