@@ -226,3 +226,54 @@ def test_every_function_level_import_says_why() -> None:
         "dependency, and says which in a comment (# start-up: ..., # optional: ...):\n"
         + "\n".join(missing)
     )
+
+
+#: Most lines a class in ksi/ may span (issue 24: past it, a class holds several ideas).
+MAX_CLASS_LINES = 300
+#: Classes allowed past it, and why splitting them would make them worse.
+LONG_CLASSES: dict[str, str] = {}
+
+
+def _class_lengths(module: str, path: Path) -> Iterator[tuple[str, int]]:
+    """``(qualified name, lines)`` of every class in ``path``, nested ones included."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+
+    def walk(node: ast.AST, prefix: str) -> Iterator[tuple[str, int]]:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.ClassDef):
+                name = f"{prefix}{child.name}"
+                yield name, (child.end_lineno or child.lineno) - child.lineno + 1
+                yield from walk(child, f"{name}.")
+            else:
+                yield from walk(child, prefix)
+
+    yield from walk(tree, f"{module}.")
+
+
+def _long_classes(paths: dict[str, Path]) -> dict[str, int]:
+    return {
+        name: lines
+        for module, path in paths.items()
+        for name, lines in _class_lengths(module, path)
+        if lines > MAX_CLASS_LINES
+    }
+
+
+def test_no_class_over_300_lines() -> None:
+    found = _long_classes(_modules())
+    over = [f"{name}: {lines} lines" for name, lines in found.items() if name not in LONG_CLASSES]
+    assert not over, (
+        f"classes over {MAX_CLASS_LINES} lines (split them by idea, or say in LONG_CLASSES "
+        "why this one holds one idea that splitting would make worse):\n" + "\n".join(over)
+    )
+    stale = sorted(set(LONG_CLASSES) - set(found))
+    assert not stale, f"LONG_CLASSES names classes that are no longer long: {stale}"
+
+
+def test_the_class_check_sees_a_long_class(tmp_path: Path) -> None:
+    body = "\n".join(f"        x{i} = {i}" for i in range(MAX_CLASS_LINES))
+    (tmp_path / "big.py").write_text(
+        f"def f():\n    class Inner:\n{body}\n\n\nclass Small:\n    y = 1\n"
+    )
+    found = _long_classes({"big": tmp_path / "big.py"})
+    assert list(found) == ["big.Inner"] and found["big.Inner"] == MAX_CLASS_LINES + 1
