@@ -65,11 +65,6 @@ class RunConfig(
     """Every setting of a run, as ``run.json`` records it (settings are keywords, never
     positional)."""
 
-    @property
-    def forum(self) -> bool:
-        """Whether generations have a forum (per task, cross-task, or both)."""
-        return self.forum_rounds > 0 or self.cross_task_forum_rounds > 0
-
     def __attrs_post_init__(self) -> None:
         # A choice given as its word (``ksi.run(eval_in="host")``) is held as its member,
         # however the settings were made; any other value is kept for problems() to report.

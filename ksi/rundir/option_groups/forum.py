@@ -119,3 +119,8 @@ class ForumOptions:
             )
         },
     )
+
+    @property
+    def forum(self) -> bool:
+        """Whether generations have a forum (per task, cross-task, or both)."""
+        return self.forum_rounds > 0 or self.cross_task_forum_rounds > 0
