@@ -242,9 +242,11 @@ class Environment(Protocol):
     #: Whether the agent is kept off the host (a container, a sandbox). When it
     #: is, ``ksi run`` isolates host grading too (``--eval-isolation auto``) and
     #: agents learn it from :attr:`AgentContext.isolated` (Codex then runs
-    #: without a sandbox of its own). An environment class without it is taken
-    #: as isolating (the safe side for grading).
-    isolates_agent: ClassVar[bool]
+    #: without a sandbox of its own). None (an environment that does not say)
+    #: gets the safe side of each: the agent is taken as *not* isolated (it keeps
+    #: its own sandbox, credentials given to it are warned about) and host
+    #: grading is still isolated.
+    isolates_agent: ClassVar[bool | None]
 
     def prepare(self, tasks: Sequence[TaskSpec]) -> None:
         """Once per run before any attempt: build or check images, probe tools."""
@@ -631,21 +633,29 @@ class AgentBase(_Listed):
 
 
 class EnvironmentBase(_Listed):
-    """Defaults of :class:`Environment`'s optional members: isolating, nothing to warn about.
+    """Defaults of :class:`Environment`'s optional members: not said to isolate.
 
-    Taken as isolating when it does not say: its host grades are then
-    isolated too, the safe side.
+    An environment that does not say whether it keeps the agent off the host
+    is not trusted to: taking it as isolating would switch protections off
+    (an agent's own sandbox, the credential warning) on a word never given.
     """
 
-    isolates_agent: ClassVar[bool] = True
+    isolates_agent: ClassVar[bool | None] = None
     #: Whether the agent's processes can run the host's programs (KSI's own Python among
     #: them), as ``local`` and ``sandbox`` can and a container cannot: the knowledge
     #: tools' MCP server is KSI's Python, started by the agent's CLI.
     runs_host_programs: ClassVar[bool] = False
 
     def credential_warning(self, agent: str, names: Sequence[str]) -> str | None:
-        """No warning."""
-        return None
+        """The warning of an environment that does not say it isolates (``local`` words
+        its own; one that isolates is never asked)."""
+        name = getattr(self, "name", type(self).__name__)
+        return (
+            f"environment {name!r} does not say it keeps agent {agent!r} off the host "
+            f"(isolates_agent), so KSI takes it as not isolating: the {', '.join(names)} "
+            "it is given may be within reach of anything the agent runs; use --environment "
+            "sandbox or docker to keep them out of its reach"
+        )
 
     def endpoint_warning(self, agent: str, url: str) -> str | None:
         """No warning: every URL the host reaches is reachable."""

@@ -210,6 +210,23 @@ class RunLayout:
         """
         if self.journal.exists():
             raise RunError(self._orphan_journal_message())
+        self.check_makeable()
+
+    def check_makeable(self) -> None:
+        """Refuse a run directory a file stands in the way of (the root, or above it).
+
+        The run makes its directory (and the missing ones above it) only once it
+        starts; a file there would stop it then, after ``--dry-run`` said "(new)".
+        """
+        for path in (self.root, *self.root.parents):
+            if path.exists():
+                if not path.is_dir():
+                    raise UserInputError(
+                        f"run directory {self.root}: {path} is a file, not a directory; give "
+                        "--run-dir (or --runs-root, KSI_RUNS_ROOT) a directory or a path "
+                        "that does not exist yet"
+                    )
+                break
 
     def _orphan_journal_message(self) -> str:
         return (
@@ -226,6 +243,7 @@ class RunLayout:
         the lock is released when the returned file is closed (or the
         process dies, so a ``kill -9`` never leaves a stale lock).
         """
+        self.check_makeable()
         self.root.mkdir(parents=True, exist_ok=True)
         fh = open(self.lock, "w")  # noqa: SIM115 - the caller closes it
         try:

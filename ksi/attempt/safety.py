@@ -27,13 +27,21 @@ from ksi.kinds import EVALUATOR
 
 
 def agent_is_isolated(environment: Environment | None) -> bool:
-    """Whether an environment keeps the agent off the host (``isolates_agent``).
+    """Whether an environment says it keeps the agent off the host (``isolates_agent``).
 
-    With no environment (``ksi grade`` on a directory) nothing says the agent
-    ran on the host: taken as isolated, so the grade is too (the safe side),
-    as for an environment that does not say (:class:`ksi.interfaces.EnvironmentBase`).
+    Only ``True`` counts: an environment that does not say (None) is not trusted
+    to, so the agent keeps its own sandbox and credentials given to it are warned
+    about. With no environment (``ksi grade`` on a directory) nothing ran an agent.
     """
-    return environment is None or environment.isolates_agent
+    return environment is not None and environment.isolates_agent is True
+
+
+def _grade_isolated_by_default(environment: Environment | None) -> bool:
+    """Whether ``--eval-isolation auto`` grades in the sandbox: unless the agent is known
+    to have had the host already (``isolates_agent`` False), the agent's code gets none
+    of it when graded; an environment that does not say, or none (``ksi grade`` on a
+    directory), is the safe side."""
+    return environment is None or environment.isolates_agent is not False
 
 
 def decide_eval_isolation(
@@ -52,7 +60,7 @@ def decide_eval_isolation(
         return EvalIsolation(choice)
     if eval_in == EvalIn.ENVIRONMENT:
         return EvalIsolation.NONE
-    return EvalIsolation.SANDBOX if agent_is_isolated(environment) else EvalIsolation.NONE
+    return EvalIsolation.SANDBOX if _grade_isolated_by_default(environment) else EvalIsolation.NONE
 
 
 def configure_host_grading(

@@ -104,12 +104,23 @@ def load_defaults(path: Path, command: Any, ctx: Any) -> dict[str, Any]:
         raise UserInputError(
             f"--config: cannot read {str(path)!r} ({exc.strerror or exc}); give a TOML file"
         ) from exc
+    except UnicodeDecodeError as exc:
+        number = path.read_bytes()[: exc.start].count(b"\n") + 1
+        raise UserInputError(
+            f"{path}: line {number}: not UTF-8 (byte {exc.object[exc.start]:#04x} at offset "
+            f"{exc.start}); a TOML file is UTF-8 text: save it as UTF-8"
+        ) from exc
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise UserInputError(
             f"{path}: not valid TOML: {exc}; see https://toml.io (keys are `ksi run` option "
             'names, e.g. agent = "oracle")'
+        ) from exc
+    except RecursionError as exc:  # tomllib recurses once per nested array or table
+        raise UserInputError(
+            f"{path}: nested too deeply to read (arrays or tables inside one another); a "
+            "`ksi run` option's value is a string, a number, a list of them or one table"
         ) from exc
     keys = file_keys(command)
     defaults: dict[str, Any] = {}

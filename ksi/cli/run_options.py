@@ -231,7 +231,7 @@ def _value(field: attrs.Attribute[Any], opt: RunOption, given: Any) -> Any:
     if form is Form.NAMES:
         return list(given or [])
     if form is Form.PATTERNS:
-        return list(split_patterns(given)) or None
+        return list(split_patterns(given, opt.flag)) or None
     if form is Form.PATH:
         return str(given.resolve()) if given else None
     if form is Form.TASKS:

@@ -22,7 +22,7 @@ generation 0, the notes generation 1 gets.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -34,6 +34,7 @@ from ksi.generations.run_store import FROM_STORE, RunStore
 from ksi.generations.setup import GenerationSetup, plan_tasks
 from ksi.generations.steps import (
     PlannedAttempt,
+    count_missing,
     distill,
     knowledge_for,
     missing_attempts,
@@ -67,8 +68,9 @@ class GenerationHost(Protocol):
     def count_attempts(self, total: int, already_done: int) -> None:
         """A generation's ``total`` attempts join the run's count (and its progress)."""
 
-    def run_attempts(self, plan: Sequence[PlannedAttempt], notes: IndexedNotes | None) -> None:
-        """Run ``plan``, each attempt with ``KNOWLEDGE.md`` from ``notes``; journal them."""
+    def run_attempts(self, plan: Iterable[PlannedAttempt], notes: IndexedNotes | None) -> None:
+        """Run ``plan`` (taken as attempts are submitted), each attempt with ``KNOWLEDGE.md``
+        from ``notes``; journal them."""
 
     def stopped(self) -> bool:
         """The run launches no more attempts (``--max-cost``, a full disk, an auth error)."""
@@ -161,14 +163,17 @@ class GenerationLoop:
                 source = event.knowledge_from
                 notes = read_knowledge(root, source) if source is not None else None
             gen_tasks = [self._by_id[t] for t in event.task_ids if t in self._by_id]
-            plan = self._missing(gen_tasks, records, generation)
+            to_run = self._missing(gen_tasks, records, generation)
             total = len(gen_tasks) * cfg.attempts
-            host.count_attempts(total, total - len(plan))
+            host.count_attempts(total, total - to_run)
             done = phases.distilled.get(generation)
-            if done is not None and not plan:
+            if done is not None and not to_run:
                 continue  # finished in an earlier session: observers heard of it then
             host.observe("ksi_generation_started", generation=generation, task_ids=event.task_ids)
-            if plan and not host.over_budget():
+            if to_run and not host.over_budget():
+                plan = missing_attempts(
+                    gen_tasks, records, generation, attempts=cfg.attempts, retries=cfg.retries
+                )
                 host.run_attempts(plan, self._indexed(notes))
             records = host.records()
             if self._missing(gen_tasks, records, generation):
@@ -239,11 +244,10 @@ class GenerationLoop:
 
     def _missing(
         self, tasks: Sequence[TaskSpec], records: list[AttemptRecord], generation: int
-    ) -> list[PlannedAttempt]:
+    ) -> int:
+        """How many tries of ``generation`` the journal lacks."""
         cfg = self._config
-        return missing_attempts(
-            tasks, records, generation, attempts=cfg.attempts, retries=cfg.retries
-        )
+        return count_missing(tasks, records, generation, attempts=cfg.attempts, retries=cfg.retries)
 
     def _distill(
         self, generation: int, records: list[AttemptRecord], done: PhaseEvent | None

@@ -27,7 +27,7 @@ the store holds are never distilled again, only their files written.
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -97,6 +97,11 @@ def runs_again_on_resume(record: AttemptRecord) -> bool:
     return reruns_on_resume(record) or setup_failed(record)
 
 
+def _tries_again(record: AttemptRecord, retries: int) -> bool:
+    """Whether the plan holds another try of ``record``'s attempt."""
+    return may_retry(record, retries) or runs_again_on_resume(record)
+
+
 def missing_attempts(
     tasks: Sequence[TaskSpec],
     records: list[AttemptRecord],
@@ -104,18 +109,37 @@ def missing_attempts(
     *,
     attempts: int,
     retries: int,
-) -> list[PlannedAttempt]:
-    """What is missing of ``generation`` for ``tasks`` (its attempt numbers only)."""
+) -> Iterator[PlannedAttempt]:
+    """What is missing of ``generation`` for ``tasks`` (its attempt numbers only), one at
+    a time: the scheduler takes them as it submits, so the plan is never held whole."""
     latest = latest_by_attempt(records)
-    plan = []
     for task in tasks:
         for n in attempt_numbers(generation, attempts):
             rec = latest.get((task.id, n))
             if rec is None:
-                plan.append(PlannedAttempt(task, n, 0))
-            elif may_retry(rec, retries) or runs_again_on_resume(rec):
-                plan.append(PlannedAttempt(task, n, rec.try_number + 1))
-    return plan
+                yield PlannedAttempt(task, n, 0)
+            elif _tries_again(rec, retries):
+                yield PlannedAttempt(task, n, rec.try_number + 1)
+
+
+def count_missing(
+    tasks: Sequence[TaskSpec],
+    records: list[AttemptRecord],
+    generation: int,
+    *,
+    attempts: int,
+    retries: int,
+) -> int:
+    """How many tries :func:`missing_attempts` plans, counted from the journal's records
+    (``--dry-run``: as fast for 10000 attempts per task as for one)."""
+    numbers = attempt_numbers(generation, attempts)
+    ids = {t.id for t in tasks}
+    done = sum(
+        1
+        for (task_id, n), rec in latest_by_attempt(records).items()
+        if task_id in ids and n in numbers and not _tries_again(rec, retries)
+    )
+    return len(ids) * len(numbers) - done
 
 
 def task_states(

@@ -103,12 +103,12 @@ def check_component(kind: ComponentKind[Any], obj: Any, plugin: str) -> None:
             f"plugin {plugin!r} registered {kind} {name!r} without "
             f"{', '.join(m + '()' for m in missing)} (see ksi.interfaces.{kind.protocol_name})"
         )
-    # Read off the class before any instance exists; a value there must be a real bool,
-    # since the safe default (isolating) applies only when it is left out.
-    isolates = getattr(obj, "isolates_agent", True)
-    if kind is ENVIRONMENT and not isinstance(isolates, bool):
+    # Read off the class before any instance exists; a value there must be a real bool
+    # or None, since a truthy "yes" would be read as a word never given.
+    isolates = getattr(obj, "isolates_agent", None)
+    if kind is ENVIRONMENT and not (isolates is None or isinstance(isolates, bool)):
         raise PluginError(
             f"plugin {plugin!r} registered environment {name!r} with isolates_agent="
-            f"{isolates!r}; it must be True (the agent is kept off the host) or False "
-            "(see ksi.interfaces.Environment)"
+            f"{isolates!r}; it must be True (the agent is kept off the host), False, or "
+            "left out (taken as not isolating; see ksi.interfaces.Environment)"
         )

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from ksi.choices import KnowledgeMode
-from ksi.limits import timeout_problem
+from ksi.limits import cost_problem, timeout_problem
 from ksi.protected_files import glob_problem
 from ksi.rundir.option_groups.agent import AgentOptions
 from ksi.rundir.option_groups.environment import EnvironmentOptions
@@ -88,10 +88,10 @@ class RunConfig(
                 out.append(
                     f"{field.name}: expected an integer >= {opt.minimum}{none}, got {value!r}"
                 )
-        if self.max_cost_usd is not None and (
-            not isinstance(self.max_cost_usd, (int, float)) or self.max_cost_usd <= 0
-        ):
-            out.append(f"max_cost_usd: expected a number > 0 or None, got {self.max_cost_usd!r}")
+            elif isinstance(value, int) and opt.maximum is not None and value > opt.maximum:
+                out.append(f"{field.name}: expected an integer <= {opt.maximum:g}, got {value!r}")
+        if self.max_cost_usd is not None and (why := cost_problem(self.max_cost_usd)):
+            out.append(f"max_cost_usd (--max-cost): {why}")
         if self.timeout_sec is not None and (problem := timeout_problem(self.timeout_sec)):
             out.append(f"timeout_sec (--timeout): {problem}")
         if not isinstance(self.wipe_workspace, bool):

@@ -13,6 +13,7 @@ import datetime as dt
 from typing import Any
 
 import attrs
+import cattrs
 
 from ksi.errors import UserInputError
 from ksi.layout import RunLayout
@@ -91,11 +92,27 @@ def load_run_state(layout: RunLayout) -> RunState:
     """The run's ``run.json``; a clear error when there is none or it cannot be read."""
     data = layout.read_run_json()
     try:
-        return from_data(data, RunState)
+        state = from_data(data, RunState)
     except Exception as exc:  # cattrs' structuring errors
         raise UserInputError(
-            f"{layout.run_json}: not a valid run.json ({exc}); restore it or start a new --run-dir"
+            f"{layout.run_json}: not a valid run.json: {_why(exc)}; restore it (the value "
+            "`ksi run` wrote) or start a new --run-dir"
         ) from exc
+    problems = state.config.problems()
+    if problems:
+        raise UserInputError(
+            f"{layout.run_json}: not a valid run.json: "
+            + "; ".join(f"config.{p}" for p in problems)
+            + "; restore it (the value `ksi run` wrote) or start a new --run-dir"
+        )
+    return state
+
+
+def _why(exc: Exception) -> str:
+    """Which fields of ``run.json`` cattrs could not read (``$.config.attempts``), and why."""
+    if not isinstance(exc, cattrs.BaseValidationError):
+        return str(exc)
+    return "; ".join(cattrs.transform_error(exc, path="$"))
 
 
 def save_run_state(layout: RunLayout, state: RunState) -> None:

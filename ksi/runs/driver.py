@@ -32,7 +32,7 @@ from ksi.attempt.execute import forget_components, use_components
 from ksi.errors import AgentSetupError, KsiError, RunError, UserInputError
 from ksi.generations.loop import GenerationLoop
 from ksi.generations.run_store import RunStore
-from ksi.generations.steps import missing_attempts
+from ksi.generations.steps import count_missing
 from ksi.layout import RunLayout, refuse_own_file
 from ksi.models import TaskSpec
 from ksi.records import AttemptRecord, RunSummary
@@ -149,13 +149,13 @@ class Driver:
         else:
             layout.check_new_run_dir()
         cfg = self.config
-        to_run = missing_attempts(tasks, records, 1, attempts=cfg.attempts, retries=cfg.retries)
+        to_run = count_missing(tasks, records, 1, attempts=cfg.attempts, retries=cfg.retries)
         return RunPlan(
             run_dir=layout.root,
             resumes=resumed,
             task_ids=tuple(t.id for t in tasks),
             attempts=cfg.attempts,
-            to_run=len(to_run),
+            to_run=to_run,
             agent=component_name(components.agent),
             model=cfg.model,
             environment=component_name(components.environment),

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import attrs
@@ -139,7 +139,7 @@ class RunSession:
         self.progress.start(total, already_done, solved, n_tasks=len(self.resolved.tasks))
         self._progress_started = True
 
-    def run_attempts(self, plan: Sequence[PlannedAttempt], notes: IndexedNotes | None) -> None:
+    def run_attempts(self, plan: Iterable[PlannedAttempt], notes: IndexedNotes | None) -> None:
         cfg = self.config
         jobs = self.jobs.with_notes(notes)
         Scheduler(

@@ -34,12 +34,27 @@ class _HasId(Protocol):
 T = TypeVar("T", bound=_HasId)
 
 
-def split_patterns(values: Iterable[str] | None) -> tuple[str, ...]:
-    """Repeated options and comma lists alike: ``["a,b", "c"]`` -> ``("a", "b", "c")``."""
+def split_patterns(values: Iterable[str] | None, flag: str = "--task-id") -> tuple[str, ...]:
+    """Repeated options and comma lists alike: ``["a,b", "c"]`` -> ``("a", "b", "c")``.
+
+    A value with no pattern in it (``--task-id ''``, what ``--task-id "$TASK"`` gives
+    when ``TASK`` is unset) is a :class:`UserInputError` naming ``flag``: read as "no
+    selection", it would run every task of the file.
+    """
     out: list[str] = []
     for value in values or ():
-        out.extend(part.strip() for part in value.split(",") if part.strip())
+        parts = [part.strip() for part in value.split(",") if part.strip()]
+        if not parts:
+            raise UserInputError(
+                f"{flag}: {value!r} names no task; give an id or a glob (`ksi tasks list` "
+                f"shows the ids), or leave {flag} out"
+            )
+        out.extend(parts)
     return tuple(dict.fromkeys(out))
+
+
+def _exclude_patterns(values: Iterable[str] | None) -> tuple[str, ...]:
+    return split_patterns(values, "--exclude")
 
 
 def is_glob(pattern: str) -> bool:
@@ -82,7 +97,7 @@ class TaskSelection:
     """
 
     include: tuple[str, ...] = attrs.field(default=(), converter=split_patterns)
-    exclude: tuple[str, ...] = attrs.field(default=(), converter=split_patterns)
+    exclude: tuple[str, ...] = attrs.field(default=(), converter=_exclude_patterns)
     limit: int | None = None
     ids_file: str | None = None
     from_file: tuple[str, ...] = attrs.field(

@@ -12,6 +12,7 @@ from typing import Any
 
 import attrs
 
+from ksi.limits import MAX_ATTEMPTS
 from ksi.rundir.run_option import FREE, GROW, KV, OPTION, SCALE, Form, RunOption
 
 
@@ -62,14 +63,16 @@ class ScaleOptions:
         metadata={
             OPTION: RunOption(
                 ("--attempts",),
-                "Independent attempts per task (raise it on an existing run to add more).",
+                "Independent attempts per task, at most 10000 (raise it on an existing run to "
+                "add more).",
                 SCALE,
                 GROW,
                 metavar="K",
                 envvar="KSI_ATTEMPTS",
                 minimum=1,
-                doc="Independent attempts per task (default 1); K > 1 gives pass@k. Raise it "
-                "on an existing run to add more.",
+                maximum=MAX_ATTEMPTS,
+                doc="Independent attempts per task (default 1, at most 10000); K > 1 gives "
+                "pass@k. Raise it on an existing run to add more.",
             )
         },
     )
