@@ -304,9 +304,9 @@ def test_evidence_goes_on_without_a_trajectory_it_cannot_read(tmp_path: Path) ->
     kinds = {n["kind"] for n in notes["notes"]}
     assert "eval_output" in kinds and "trajectory" not in kinds
     (attempt / TRAJECTORY_FILE).write_text("{not json")
-    assert trajectory_digest(attempt, 4096) is None
+    assert trajectory_digest(tmp_path / "run", "attempts/t/1", 4096) is None
     (attempt / TRAJECTORY_FILE).write_bytes(b" " * (4 * DEFAULT_LIMITS.total_bytes + 1))
-    assert trajectory_digest(attempt, 4096) is None
+    assert trajectory_digest(tmp_path / "run", "attempts/t/1", 4096) is None
 
 
 def test_from_atif_refuses_what_is_not_a_trajectory() -> None:

@@ -10,16 +10,19 @@ transfer; learning from them would spoil the measurement).
 
 from __future__ import annotations
 
+import os
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from ksi.attempt.diff import header_path
+from ksi.fstree import open_file_inside
 from ksi.knowledge.models import AttemptEvidence, TaskEvidence
 from ksi.models import is_solved
 from ksi.records import AttemptRecord, AttemptStatus
-from ksi.rundir.journal import latest_by_attempt
-from ksi.trajectories import TRAJECTORY_FILE, TrajectoryDigest, digest, read_trajectory
+from ksi.rundir.journal import in_run, latest_by_attempt
+from ksi.trajectories import TRAJECTORY_FILE, TrajectoryDigest, digest
+from ksi.trajectories.writer import MAX_READ_BYTES, parse_trajectory
 
 #: Lines starting like this in diff.patch name the files an attempt touched.
 
@@ -43,13 +46,22 @@ def files_touched(diff: str) -> tuple[str, ...]:
     return tuple(path for line in diff.splitlines() if (path := header_path(line)) is not None)
 
 
-def _read(path: Path, limit: int) -> str:
-    """At most ``limit`` bytes of a text file (the start: a diff's headers come first)."""
+def _read_inside(run_dir: Path, rel: str, limit: int) -> bytes:
+    """At most ``limit`` bytes of the file ``rel`` of the run, reached through no symlink
+    (b"" when there is none): the journal naming the attempt's directory is data."""
+    if not rel:
+        return b""
     try:
-        with open(path, "rb") as fh:
-            data = fh.read(limit + 1)
+        fd = open_file_inside(run_dir, rel)
     except OSError:
-        return ""
+        return b""
+    with os.fdopen(fd, "rb") as fh:
+        return fh.read(limit)
+
+
+def _read(run_dir: Path, rel: str, limit: int) -> str:
+    """At most ``limit`` bytes of a text file (the start: a diff's headers come first)."""
+    data = _read_inside(run_dir, rel, limit + 1)
     text = data[:limit].decode("utf-8", "replace")
     return text + "\n# ksi: cut to the knowledge budget\n" if len(data) > limit else text
 
@@ -61,12 +73,16 @@ def _tail(text: str, limit: int) -> str:
     return "..." + data[-limit:].decode("utf-8", "replace")
 
 
-def trajectory_digest(attempt_dir: Path, limit: int) -> TrajectoryDigest | None:
+def trajectory_digest(run_dir: Path, attempt_dir: str, limit: int) -> TrajectoryDigest | None:
     """The digest of an attempt's ``trajectory.json`` within ``limit`` bytes; ``None``
     when it has none, or one KSI cannot read (the evidence goes on without it)."""
+    rel = f"{attempt_dir}/{TRAJECTORY_FILE}" if attempt_dir else ""
+    data = _read_inside(run_dir, rel, MAX_READ_BYTES + 1)
+    if not data:
+        return None
     try:
-        return digest(read_trajectory(attempt_dir / TRAJECTORY_FILE), max_bytes=limit)
-    except (OSError, ValueError):
+        return digest(parse_trajectory(data, TRAJECTORY_FILE), max_bytes=limit)
+    except ValueError:
         return None
 
 
@@ -100,7 +116,8 @@ def attempt_evidence(
     piece = max(64, budget_bytes // 8)
     score = float(rec.score)
     solved = is_solved(score, solved_threshold)
-    diff_path = run_dir / rec.attempt_dir / "diff.patch"
+    inside = in_run(rec).attempt_dir
+    diff = f"{inside}/diff.patch" if inside else ""
     return AttemptEvidence(
         attempt_id=rec.attempt_dir,
         generation=rec.generation,
@@ -109,9 +126,9 @@ def attempt_evidence(
         solved=solved,
         final_message=_tail(rec.final_message.strip(), piece),
         eval_output=eval_output_tail(rec, piece) if eval_output and not solved else "",
-        files_touched=files_touched(_read(diff_path, 4 * budget_bytes)),
-        diff=_read(diff_path, budget_bytes // 2) if with_diff else "",
-        trajectory=trajectory_digest(run_dir / rec.attempt_dir, piece),
+        files_touched=files_touched(_read(run_dir, diff, 4 * budget_bytes)),
+        diff=_read(run_dir, diff, budget_bytes // 2) if with_diff else "",
+        trajectory=trajectory_digest(run_dir, inside, piece),
     )
 
 

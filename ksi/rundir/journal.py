@@ -28,6 +28,7 @@ import attrs
 from ksi.attempt.diskfull import DiskFullError, disk_full_as_error, is_disk_full, where_full
 from ksi.errors import KsiError
 from ksi.records import AttemptRecord
+from ksi.relpaths import clean_relative_path
 from ksi.serialization import dumps_line, from_data
 
 #: Bytes kept free for the journal (``journal.reserve``), released on a full disk.
@@ -127,6 +128,20 @@ def latest_by_attempt(records: list[AttemptRecord]) -> dict[tuple[str, int], Att
     for rec in records:
         latest[(rec.task_id, rec.attempt)] = rec
     return latest
+
+
+def in_run(rec: AttemptRecord) -> AttemptRecord:
+    """``rec`` with no ``attempt_dir`` when the journal names one outside the run.
+
+    The journal is data from whoever wrote the run directory: ``../x`` or an
+    absolute path would make a reader (the view, ``ksi show``, ``ksi regrade``,
+    the distillers' evidence) list, inline, grade or write another directory's
+    files. Readers then reach what is inside through no symlink either
+    (:func:`ksi.fstree.open_dir_inside`).
+    """
+    if rec.attempt_dir and clean_relative_path(rec.attempt_dir)[1]:
+        return attrs.evolve(rec, attempt_dir="")
+    return rec
 
 
 def spending_records(records: list[AttemptRecord]) -> list[AttemptRecord]:

@@ -7,6 +7,7 @@ one in every summary, while the old one stays for the record.
 
 from __future__ import annotations
 
+import os
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -18,13 +19,14 @@ from ksi.attempt.capture import copy_tree
 from ksi.attempt.components import component_name, resolve, resolve_host_evaluator
 from ksi.attempt.safety import configure_host_grading, decide_eval_isolation
 from ksi.errors import UserInputError
+from ksi.fstree import open_dir_inside
 from ksi.interfaces import Evaluator
 from ksi.kinds import ENVIRONMENT
 from ksi.layout import RunLayout
 from ksi.models import TaskSpec
 from ksi.records import AttemptRecord, AttemptStatus, RunSummary, Timings, now
 from ksi.reporting.summary import summarize_run
-from ksi.rundir.journal import Journal, latest_by_attempt, read_records
+from ksi.rundir.journal import Journal, in_run, latest_by_attempt, read_records
 from ksi.rundir.run_state import load_run_state
 from ksi.tasks.loaders import get_task_source
 from ksi.tasks.selection import TaskSelection
@@ -75,14 +77,27 @@ def regrade_run(
         try:
             for rec in latest_by_attempt(read_records(layout.journal)).values():
                 task = tasks.get(rec.task_id) if rec.task_id in wanted else None
-                captured = layout.root / rec.attempt_dir / "captured" / "repo"
-                if task is None or not captured.is_dir():
+                if task is None or not _captured_inside(layout.root, in_run(rec).attempt_dir):
                     continue
                 attempt_dir = layout.root / rec.attempt_dir
+                captured = attempt_dir / "captured" / "repo"
                 journal.append(_regrade_one(rec, task, captured, grader, attempt_dir))
         finally:
             journal.close()
     return summarize_run(layout.root)
+
+
+def _captured_inside(root: Path, attempt_dir: str) -> bool:
+    """Whether the attempt's captured repo is a directory of the run, reached through no
+    symlink: a journal naming one elsewhere would have another directory graded, and its
+    grading logs written there."""
+    if not attempt_dir:
+        return False
+    try:
+        os.close(open_dir_inside(root, f"{attempt_dir}/captured/repo"))
+    except OSError:
+        return False
+    return True
 
 
 def _regrade_one(

@@ -23,12 +23,11 @@ import attrs
 from ksi.fileops import write_text_atomic
 from ksi.layout import RunLayout, refuse_own_file, task_dirname
 from ksi.reporting.summary import summarize_run
-from ksi.rundir.journal import latest_by_attempt
+from ksi.rundir.journal import in_run, latest_by_attempt
 from ksi.rundir.run_state import load_run_state
 from ksi.serialization import dumps_line
 from ksi.trajectories import TRAJECTORY_FILE
 from ksi.trajectories.writer import parse_trajectory
-from ksi.view.runs import in_run
 from ksi.view.steps import trajectory_bytes
 
 #: The index beside the exported files.

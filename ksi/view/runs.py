@@ -27,8 +27,8 @@ from ksi.errors import UserInputError
 from ksi.fstree import open_dir_inside
 from ksi.layout import RunLayout
 from ksi.records import AttemptRecord, GenerationsSummary, RunSummary, TaskSummary
-from ksi.relpaths import clean_relative_path
 from ksi.reporting.summary import summarize_run
+from ksi.rundir.journal import in_run
 from ksi.rundir.run_state import RunState, load_run_state
 from ksi.trajectories import TRAJECTORY_FILE
 from ksi.view.diffs import DiffLine, FileChange, classify, file_changes
@@ -205,18 +205,6 @@ def _listing(root: str, attempt_dir: str) -> Listing:
         finally:
             os.close(fd)
     return dict(sorted(found.items()))
-
-
-def in_run(rec: AttemptRecord) -> AttemptRecord:
-    """``rec`` with no ``attempt_dir`` when the journal names one outside the run.
-
-    The journal is data from whoever wrote the run directory: ``../x`` or an
-    absolute path would make the view list, link and inline another
-    directory's files, and ``ksi show`` print them.
-    """
-    if rec.attempt_dir and clean_relative_path(rec.attempt_dir)[1]:
-        return attrs.evolve(rec, attempt_dir="")
-    return rec
 
 
 def _piece_sizes(rec: AttemptRecord, files: Listing, with_prompt: bool) -> list[int]:
