@@ -94,9 +94,11 @@ def estimate(
     request's size (long-context tiers) is not charged the top tier for a sum
     of small requests.
     """
-    table = _table()
     total_input = input_tokens + cache_read_tokens + cache_write_tokens
-    if table is None or not model or total_input + output_tokens <= 0:
+    if not model or total_input + output_tokens <= 0:
+        return None  # before the table: loading it costs a run's first attempt 60 ms
+    table = _table()
+    if table is None:
         return None
     calls = max(calls, 1)
     # genai-prices counts cached tokens inside input_tokens (the OpenAI convention).
