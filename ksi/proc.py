@@ -318,10 +318,10 @@ class _LogPump:
     the process runs.
     """
 
-    def __init__(self, pipes: Sequence[tuple[IO[bytes], IO[bytes] | None]], cap: int) -> None:
+    def __init__(self, pipes: Sequence[tuple[IO[bytes], _Log | None]], cap: int) -> None:
         self.pipes, self.cap = list(pipes), cap
         self.poller = select.poll()
-        self._outs: dict[int, IO[bytes] | None] = {}
+        self._outs: dict[int, _Log | None] = {}
         self._written: dict[int, int] = {}
         self._cut: set[int] = set()
         for src, out in self.pipes:
@@ -358,9 +358,7 @@ class _LogPump:
         if len(chunk) > room:
             self._cut.add(fd)
             chunk = chunk[:room]
-        try:
-            out.write(chunk)
-        except OSError:
+        if not out.write(chunk):
             self._outs[fd] = None  # disk full or similar: keep draining, never block
             return
         self._written[fd] += len(chunk)
@@ -390,10 +388,42 @@ class _LogPump:
         for src, out in self.pipes:
             if out is not None:
                 if src.fileno() in self._cut:
-                    with contextlib.suppress(OSError):
-                        out.write(f"\n[ksi: output truncated at {self.cap} bytes]\n".encode())
+                    out.write(f"\n[ksi: output truncated at {self.cap} bytes]\n".encode())
                 out.close()
             src.close()
+
+
+class _Log:
+    """One output log, created at the first byte written to it.
+
+    A process that prints nothing leaves no empty file behind: two inodes
+    fewer per silent process, which on a disk is most of what a short
+    process costs. Written unbuffered (one ``write`` per chunk read), so it
+    can be followed while the process runs. A write that fails (a full
+    disk) makes :meth:`write` return False and the log is written no more.
+    """
+
+    __slots__ = ("fd", "path")
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.fd: int | None = None
+
+    def write(self, data: bytes) -> bool:
+        try:
+            if self.fd is None:
+                self.fd = os.open(self.path, _LOG_FLAGS, 0o666)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(self.fd, view) :]
+        except OSError:
+            return False
+        return True
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
 
 
 class _PumpThread(threading.Thread):
@@ -425,14 +455,34 @@ def _feed(stdin: IO[bytes], data: bytes) -> None:
         stdin.close()
 
 
-def _open_log(path: Path | None) -> IO[bytes] | None:
-    if path is None:
-        return None
-    try:
-        return open(path, "wb", buffering=0)  # closed by the copier thread
-    except FileNotFoundError:  # the directory is made only when missing: one call less
-        path.parent.mkdir(parents=True, exist_ok=True)
-        return open(path, "wb", buffering=0)
+_LOG_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
+
+
+def _prepare_logs(paths: Sequence[Path | None]) -> list[_Log | None]:
+    """A :class:`_Log` per path, with what an earlier process left there removed.
+
+    A log is only created when output arrives, so a stale one (a regrade
+    writing the same ``eval/`` logs) must go first. Its directory is made
+    when missing, and must be writable: a log KSI cannot write is a spawn
+    error before the process starts, not output lost later.
+    """
+    checked: set[Path] = set()
+    logs: list[_Log | None] = []
+    for path in paths:
+        if path is None:
+            logs.append(None)
+            continue
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)  # a directory there raises: it cannot be a log
+        parent = path.parent
+        if parent not in checked:
+            if not os.access(parent, os.W_OK):
+                parent.mkdir(parents=True, exist_ok=True)  # missing: made; else it raises
+                if not os.access(parent, os.W_OK):
+                    raise PermissionError(errno.EACCES, "log directory not writable", str(parent))
+            checked.add(parent)
+        logs.append(_Log(path))
+    return logs
 
 
 def _pidfd(proc: subprocess.Popen[bytes]) -> int | None:
@@ -525,8 +575,9 @@ def run_process(
 
     The tag is appended to any ``KSI_PROC_TAG`` KSI itself runs under, so a
     KSI run started by an agent (or an eval command) stays findable by the
-    outer run. Log files are created (with their parent directories) before
-    the process starts; a log that cannot be created is a spawn error.
+    outer run. A log file is created when the first output for it arrives (a
+    process that prints nothing leaves none); its directory is made before the
+    process starts, and a log directory that cannot be written is a spawn error.
     """
     tag = tag or new_tag()
     out_path, err_path = str(stdout_path or ""), str(stderr_path or "")
@@ -543,16 +594,11 @@ def run_process(
             stderr_path=err_path,
         )
     _become_subreaper()
-    logs: list[IO[bytes] | None] = []
     group = cgroups.create(cgroups.name_for(tag, cgroup_label))
     try:
-        logs.append(_open_log(stdout_path))
-        logs.append(_open_log(stderr_path))
+        logs = _prepare_logs([stdout_path, stderr_path])
         proc, group = _spawn(argv, cwd, full_env, stdin is not None, group)
     except OSError as exc:
-        for log in logs:
-            if log is not None:
-                log.close()
         if group is not None:
             group.remove()
         return ProcResult(

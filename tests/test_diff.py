@@ -45,11 +45,14 @@ def test_added_removed_modified_and_binary(pair: tuple[Path, Path], tmp_path: Pa
     assert "same.txt" not in text
 
 
-def test_identical_trees_give_an_empty_patch(pair: tuple[Path, Path], tmp_path: Path) -> None:
+def test_identical_trees_write_no_patch(pair: tuple[Path, Path], tmp_path: Path) -> None:
+    """Nothing changed, no file (an empty diff.patch would be one inode per attempt for
+    nothing); a patch left there by an earlier diff does not stand for this one."""
     seed, captured = pair
     out = tmp_path / "diff.patch"
+    out.write_text("diff --git a/stale b/stale\n")
     assert write_diff(seed, captured, out) == DiffStats(0, 0, 0)
-    assert out.read_text() == ""
+    assert not out.exists()
 
 
 def test_git_apply_reproduces_the_captured_tree(pair: tuple[Path, Path], tmp_path: Path) -> None:

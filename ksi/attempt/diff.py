@@ -22,11 +22,13 @@ line; :class:`DiffStats` still counts every change.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import os
 import stat
 from collections.abc import Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 import attrs
 
@@ -93,15 +95,16 @@ def write_diff(
 
     A missing ``seed`` or ``captured`` directory counts as empty. ``.pyc``
     files and ``__pycache__`` directories are ignored on both sides, as
-    capture drops them.
+    capture drops them. Nothing changed, no file: ``out`` is only written
+    when there is a difference (and an older ``out`` is removed).
     """
     old = _scan(os.fspath(seed))
     new = _scan(os.fspath(captured))
     files = insertions = deletions = 0
     written = 0
     truncated = False
-    Path(out).parent.mkdir(parents=True, exist_ok=True)
-    with open(out, "w", encoding="utf-8", errors="surrogateescape", newline="") as fh:
+    patch = _Patch(Path(out))
+    try:
         for rel in sorted(old.keys() | new.keys()):
             chunk, ins, dels = _file_diff(rel, old.get(rel), new.get(rel))
             if not chunk:
@@ -113,19 +116,40 @@ def write_diff(
                 continue
             data = chunk.encode("utf-8", "surrogateescape")
             if written + len(data) <= max_bytes:
-                fh.write(chunk)
+                patch.write(data)
                 written += len(data)
                 continue
             cut = data[: max(0, max_bytes - written)]
-            cut = cut[: cut.rfind(b"\n") + 1]
-            fh.write(cut.decode("utf-8", "surrogateescape"))
+            patch.write(cut[: cut.rfind(b"\n") + 1])
             truncated = True
         if truncated:
-            fh.write(
+            patch.write(
                 f"{TRUNCATION_MARK} at {max_bytes} bytes; the attempt's diff stats count"
-                " every change\n"
+                " every change\n".encode()
             )
+    finally:
+        patch.close()
     return DiffStats(files, insertions, deletions, truncated)
+
+
+class _Patch:
+    """``diff.patch``, created at its first byte: an attempt that changed nothing has none."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.fh: BinaryIO | None = None
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()  # a stale patch must not stand for this diff
+
+    def write(self, data: bytes) -> None:
+        if self.fh is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.fh = open(self.path, "wb")  # noqa: SIM115 (closed by close())
+        self.fh.write(data)
+
+    def close(self) -> None:
+        if self.fh is not None:
+            self.fh.close()
 
 
 def _scan(root: str) -> dict[str, _Entry]:

@@ -195,7 +195,9 @@ def print_attempt(view: RunView, task: TaskView, attempt: AttemptView) -> None:
         _log(console, "own prompt", attempt.prompt, view.root, attempt.link("prompt.md"))
     console.print(_text("diff against the starting files:", "bold"))
     if not attempt.diff.exists or attempt.diff.size == 0:
-        console.print("  (no changes)" if attempt.diff.exists else "  (no diff.patch)")
+        # An attempt that changed nothing has no diff.patch (only a difference writes one).
+        unchanged = attempt.diff.exists or rec.repo_changed is False
+        console.print("  (no changes)" if unchanged else "  (no diff.patch)")
     else:
         for diff_line in attempt.diff_lines:
             console.print(_text(diff_line.text, _DIFF_STYLE[diff_line.kind]), soft_wrap=True)
