@@ -1,9 +1,13 @@
 """The append-only journal: one durable JSON line per finished attempt.
 
-Each record is written with a single ``write`` of a complete line followed by
-``fsync``, under a lock, so a ``kill -9`` at any moment leaves every finished
-attempt on disk and at most one torn line at the end. Reading skips (and the
-next writer trims) that torn tail, so resume never trips over it.
+Each record is written with a single ``write`` of a complete line, under a
+lock, so a ``kill -9`` at any moment leaves every finished attempt in the file
+and at most one torn line at the end. Reading skips (and the next writer
+trims) that torn tail, so resume never trips over it. ``fsync`` makes the
+lines survive a crash of the machine too: :meth:`Journal.append` syncs before
+it returns; a run's driver writes with :meth:`Journal.write` and lets a
+background thread sync (one ``fsync`` for every line written meanwhile, off
+the driver's path), and nobody hears of a record before it is synced.
 
 A damaged line anywhere else is not a crash's doing: reading skips it too,
 but :func:`journal_warnings` says so (file, line number), and the writer
@@ -18,6 +22,7 @@ directory was deleted must stop, not write into a file nobody can see.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import threading
@@ -167,16 +172,27 @@ class Journal:
         self._dir_identity = _identity(os.stat(path.parent))
         #: What the journal held when opened (read once: a long journal takes a while).
         self.contents = read_journal(path)
-        #: Every record in the journal now: those read at opening, then each one appended
-        #: (and synced) here. Only one writer holds a run directory, so this is what a
-        #: fresh read would return, without parsing a long journal again.
+        #: Every record in the journal now: those read at opening, then each one written
+        #: here. Only one writer holds a run directory, so this is what a fresh read
+        #: would return, without parsing a long journal again.
         self._records = list(self.contents.records)
         self._reserve = reserve_path(path)
+        #: The background sync: how many of ``_records`` (and bytes of the file) are synced,
+        #: and what a failed ``fsync`` raised (every later write and wait raises it).
+        self._synced = threading.Condition(self._lock)
+        self._sync_lock = threading.Lock()
+        self._durable = len(self._records)
+        self._durable_size = 0
+        self._size = 0
+        self._sync_error: BaseException | None = None
+        self._syncer: threading.Thread | None = None
+        self._closing = False
         with disk_full_as_error(path.parent, "the journal"):
             self._keep_damaged_lines()
             self._trim_torn_tail()
             self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
             try:
+                self._size = self._durable_size = os.fstat(self._fd).st_size
                 self._make_reserve()
             except BaseException:
                 self.close()
@@ -265,8 +281,20 @@ class Journal:
             )
 
     def append(self, record: AttemptRecord) -> None:
+        """Write ``record``'s line and sync it: durable when this returns."""
+        self._wait_durable(self.write(record, background_sync=False), sync_here=True)
+
+    def write(self, record: AttemptRecord, *, background_sync: bool = True) -> int:
+        """Append ``record``'s line with one ``write``; return how many records are written.
+
+        A ``kill -9`` of KSI keeps the line from here on; a crash of the
+        machine only once it is synced: the background thread syncs it (with
+        every other line written meanwhile) unless ``background_sync`` is
+        false. :meth:`durable` and :meth:`wait_durable` say when it is.
+        """
         line = (dumps_line(record) + "\n").encode("utf-8")
         with self._lock:
+            self._raise_sync_error()
             self.check_present()
             try:
                 self._write_whole_line(line)
@@ -282,6 +310,29 @@ class Journal:
                         raise
                     raise self._full(again) from again
             self._records.append(record)
+            count = len(self._records)
+            if background_sync:
+                self._start_syncer()
+                self._synced.notify_all()
+            return count
+
+    def durable(self) -> int:
+        """How many records are synced (raises what a failed background sync raised)."""
+        with self._lock:
+            self._raise_sync_error()
+            return self._durable
+
+    def wait_durable(self, count: int) -> None:
+        """Return once the first ``count`` records are synced (or raise why they cannot be)."""
+        self._wait_durable(count, sync_here=self._syncer is None)
+
+    def _wait_durable(self, count: int, *, sync_here: bool) -> None:
+        if sync_here:
+            with contextlib.suppress(OSError, DiskFullError):  # kept, and raised below
+                self._sync()
+        with self._lock:
+            self._synced.wait_for(lambda: self._durable >= count or self._sync_error is not None)
+            self._raise_sync_error()
 
     def records(self) -> list[AttemptRecord]:
         """The journal's records, in the order written (a copy: appends go on)."""
@@ -293,17 +344,99 @@ class Journal:
         return attrs.evolve(self.contents, records=tuple(self.records()), torn_tail=b"")
 
     def _write_whole_line(self, line: bytes) -> None:
-        """Append ``line`` and sync it, or leave the journal exactly as it was."""
+        """Append ``line`` whole, or leave the journal exactly as it was."""
         size = os.fstat(self._fd).st_size
         try:
             view = memoryview(line)
             while view:
                 view = view[os.write(self._fd, view) :]
-            os.fsync(self._fd)
         except BaseException:
             with contextlib.suppress(OSError):
                 os.ftruncate(self._fd, size)
             raise
+        self._size = size + len(line)
+
+    # -- syncing -----------------------------------------------------------------
+    def _start_syncer(self) -> None:
+        if self._syncer is None:
+            self._syncer = threading.Thread(target=self._sync_loop, name="ksi-journal", daemon=True)
+            self._syncer.start()
+
+    def _sync_loop(self) -> None:
+        """Sync whatever was written since the last sync, until :meth:`close`."""
+        while True:
+            with self._lock:
+                self._synced.wait_for(lambda: self._closing or len(self._records) > self._durable)
+                if len(self._records) == self._durable and self._closing:
+                    return
+            try:
+                self._sync()
+            except (OSError, DiskFullError):  # kept for the waiters: the run stops on it
+                return
+
+    def _sync(self) -> None:
+        """``fsync`` the journal: every record written before the call becomes durable.
+
+        A failed sync (a full disk that delayed allocation hits only now, an
+        I/O error) cuts the journal back to its last synced line: the records
+        after it were never told to anyone, so their attempts run again on a
+        resume. The failure is kept and raised to every later caller.
+        """
+        with self._sync_lock:  # one sync at a time (the thread's, or append's own)
+            with self._lock:
+                if self._fd < 0 or self._sync_error is not None:
+                    return
+                count, size = len(self._records), self._size
+            try:
+                os.fsync(self._fd)
+            except OSError as exc:
+                with self._lock:
+                    self._recover(exc)
+                return
+            with self._lock:
+                if count > self._durable:
+                    self._durable, self._durable_size = count, size
+                self._synced.notify_all()
+
+    def _recover(self, exc: OSError) -> None:
+        """After a failed ``fsync``: back to the last synced line, and (a full disk) once
+        more with the reserve given back; else keep the error and raise it."""
+        error: BaseException = exc
+        with contextlib.suppress(OSError):
+            os.ftruncate(self._fd, self._durable_size)
+        self._size = self._durable_size
+        if is_disk_full(exc) and self._release_reserve():
+            try:
+                for record in self._records[self._durable :]:
+                    self._write_whole_line((dumps_line(record) + "\n").encode("utf-8"))
+                os.fsync(self._fd)
+            except OSError as again:
+                error = again
+                with contextlib.suppress(OSError):
+                    os.ftruncate(self._fd, self._durable_size)
+                self._size = self._durable_size
+            else:
+                self._durable, self._durable_size = len(self._records), self._size
+                self._synced.notify_all()
+                return
+        del self._records[self._durable :]
+        if isinstance(error, OSError) and is_disk_full(error):
+            full = self._full(error)
+            full.__cause__ = error
+            error = full
+        self._sync_error = error
+        self._synced.notify_all()
+        raise error
+
+    def _raise_sync_error(self) -> None:
+        error = self._sync_error
+        if error is None:
+            return
+        if isinstance(error, DiskFullError):
+            raise DiskFullError(*error.args) from error.__cause__
+        raise OSError(
+            getattr(error, "errno", None) or errno.EIO, f"the journal could not be synced: {error}"
+        ) from error
 
     def _release_reserve(self) -> bool:
         try:
@@ -319,7 +452,17 @@ class Journal:
         )
 
     def close(self) -> None:
+        """Sync what was written (the background thread's last round), then close."""
+        with self._lock:
+            self._closing = True
+            self._synced.notify_all()
+            syncer = self._syncer
+        if syncer is not None:
+            syncer.join()
         with self._lock:
             if self._fd >= 0:
+                if self._sync_error is None and self._durable < len(self._records):
+                    with contextlib.suppress(OSError):
+                        os.fsync(self._fd)
                 os.close(self._fd)
                 self._fd = -1

@@ -15,6 +15,7 @@ outcomes into records and journals them.
 from __future__ import annotations
 
 import contextlib
+import functools
 import heapq
 import itertools
 import random
@@ -35,6 +36,9 @@ from ksi.runs.stops import RunStops
 
 BACKOFF_BASE_SEC = 2.0
 BACKOFF_MAX_SEC = 120.0
+#: While a journalled record waits for its sync, the longest the loop waits for an outcome
+#: before it looks again (a sync takes about a millisecond; a long attempt, minutes).
+_DELIVER_POLL_SEC = 0.005
 
 
 def backoff_sec(record: AttemptRecord, try_number: int) -> float:
@@ -55,8 +59,17 @@ class Bookkeeper(Protocol):
     def settle(self, outcome: JobOutcome) -> AttemptRecord:
         """The record of a finished try, and what it stops (nothing written yet)."""
 
-    def record(self, job: AttemptJob, record: AttemptRecord) -> None:
-        """Keep ``record`` (the journal, and the observers) of ``job``'s try."""
+    def record(
+        self, job: AttemptJob, record: AttemptRecord, then: Callable[[], None] | None = None
+    ) -> None:
+        """Keep ``record`` of ``job``'s try (the journal); once it is durable, tell the
+        observers, then call ``then``."""
+
+    def deliver(self, *, wait: bool = False) -> None:
+        """Tell of the records that became durable (with ``wait``: of every record)."""
+
+    def unheard(self) -> bool:
+        """Whether a kept record is not yet durable, so not yet told of."""
 
 
 @attrs.frozen(order=True)
@@ -113,15 +126,20 @@ class Scheduler:
                 if self._stops.stopping:
                     self._drop_retries()
                 if self._inflight == 0 and not self._waiting:
-                    return
+                    break
                 timeout = (
                     max(0.0, self._waiting[0].ready_at - time.monotonic())
                     if self._waiting
                     else None
                 )
                 if self._inflight == 0 and timeout is not None:
+                    self._books.deliver(wait=True)
                     time.sleep(timeout)  # only retries waiting out their backoff
                     continue
+                if self._books.unheard():
+                    timeout = (
+                        _DELIVER_POLL_SEC if timeout is None else min(timeout, _DELIVER_POLL_SEC)
+                    )
                 for outcome in executor.as_completed(timeout):
                     self._inflight -= 1
                     record = self._books.settle(outcome)
@@ -142,10 +160,14 @@ class Scheduler:
                         heapq.heappush(self._waiting, retry)
                     if self._can_submit():
                         break
+                self._books.deliver()
+            self._books.deliver(wait=True)
         except BaseException as exc:
             if isinstance(exc, KeyboardInterrupt):
                 self._stops.interrupted = True
             self._abandon()
+            with contextlib.suppress(Exception):  # what was journalled is told of
+                self._books.deliver(wait=True)
             raise
         finally:
             with contextlib.suppress(Exception):
@@ -186,12 +208,13 @@ class Scheduler:
                 self._next = next(self._planned, None)
 
     def _journal(self, job: AttemptJob, record: AttemptRecord) -> _Retry | None:
-        """Journal one settled try; return its retry when it is to be retried."""
-        self._books.record(job, record)
+        """Journal one settled try; return its retry when it is to be retried (the last
+        try of an attempt moves the progress once its record is durable)."""
         if may_retry(record, self._retries) and not self._stops.stopping:
+            self._books.record(job, record)
             ready_at = time.monotonic() + backoff_sec(record, job.try_number)
             return _Retry(ready_at, next(self._sequence), self._retry(job), record)
-        self._finished(record)
+        self._books.record(job, record, functools.partial(self._finished, record))
         return None
 
     def _finished(self, record: AttemptRecord) -> None:

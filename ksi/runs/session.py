@@ -13,9 +13,11 @@ but it spends toward ``--max-cost`` like one).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
-from collections.abc import Callable, Iterable, Sequence
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import attrs
@@ -123,6 +125,9 @@ class RunSession:
         #: What this session did that the user must hear (an attempt directory kept aside...).
         self.warnings: list[str] = []
         self._progress_started = False
+        #: Records written to the journal but not yet synced: (how many records the journal
+        #: held with it, the record, what to do once it is heard of).
+        self._unheard: deque[tuple[int, AttemptRecord, Callable[[], None] | None]] = deque()
 
     # -- what the generation loop asks -------------------------------------------------
     def records(self) -> list[AttemptRecord]:
@@ -214,12 +219,36 @@ class RunSession:
         self.stops.settle(record)
         return record
 
-    def record(self, job: AttemptJob, record: AttemptRecord) -> None:
-        try:
-            self.journal.append(record)
-        except DiskFullError as exc:  # noted before the teardown, which then wipes workspaces
-            self.stops.note_full_disk(exc.__cause__, journal_failed=True)
-            raise
+    def record(
+        self, job: AttemptJob, record: AttemptRecord, then: Callable[[], None] | None = None
+    ) -> None:
+        """Journal ``record``; once its line is synced, tell the observers, then ``then``.
+
+        The line is written now (a ``kill -9`` keeps it) and synced in the
+        background with the lines written meanwhile: the driver does not wait
+        for the disk, and nobody hears of a record the journal could still lose.
+        """
+        with self._journal_errors():
+            count = self.journal.write(record)
+        self._unheard.append((count, record, then))
+
+    def deliver(self, *, wait: bool = False) -> None:
+        """Tell of every record whose line is synced now (with ``wait``: of every record)."""
+        if not self._unheard:
+            return
+        with self._journal_errors():
+            if wait:
+                self.journal.wait_durable(self._unheard[-1][0])
+            durable = self.journal.durable()
+        while self._unheard and self._unheard[0][0] <= durable:
+            _, record, then = self._unheard.popleft()
+            self._store(record)
+            self.observe("ksi_attempt_finished", record=record)
+            if then is not None:
+                then()
+
+    def _store(self, record: AttemptRecord) -> None:
+        """The journalled attempt into the knowledge store too."""
         try:
             self.store.record(record)
         except (sqlite3.Error, StoreBusy) as exc:
@@ -227,7 +256,18 @@ class RunSession:
             note = f"knowledge store {self.store.path}: could not record an attempt ({exc})"
             if note not in self.warnings:
                 self.warnings.append(note)
-        self.observe("ksi_attempt_finished", record=record)
+
+    def unheard(self) -> bool:
+        """Whether a journalled record waits for its sync before anyone hears of it."""
+        return bool(self._unheard)
+
+    @contextlib.contextmanager
+    def _journal_errors(self) -> Iterator[None]:
+        try:
+            yield
+        except DiskFullError as exc:  # noted before the teardown, which then wipes workspaces
+            self.stops.note_full_disk(exc.__cause__, journal_failed=True)
+            raise
 
     def _error_record(
         self, job: AttemptJob, error: str, error_kind: ErrorKind = ErrorKind.NONE
@@ -293,7 +333,11 @@ class _ForumBooks:
     def settle(self, outcome: JobOutcome) -> AttemptRecord:
         return self._session.settle(outcome)
 
-    def record(self, job: AttemptJob, record: AttemptRecord) -> None:
+    def record(
+        self, job: AttemptJob, record: AttemptRecord, then: Callable[[], None] | None = None
+    ) -> None:
+        """Hand the session to the forum now: it is not journalled, so there is no sync
+        to wait for before ``then``."""
         stops = self._session.stops
         try:
             with disk_full_as_error(self._session.layout.root, "the forum's sessions"):
@@ -301,3 +345,11 @@ class _ForumBooks:
         except DiskFullError as exc:  # the run stops, and says why; a resume reruns the session
             stops.note_full_disk(exc.__cause__)
             raise
+        if then is not None:
+            then()
+
+    def deliver(self, *, wait: bool = False) -> None:
+        """Nothing waits: each session was handed over when it ended."""
+
+    def unheard(self) -> bool:
+        return False
