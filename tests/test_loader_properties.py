@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from ksi.errors import KsiError, TaskLoadError
 from ksi.tasks.custom import CustomTaskSource, load_custom_tasks
+from ksi.tasks.schema import check_record, plain_record
 from ksi.tasks.seed import seed_repo
 
 json_scalars = (
@@ -138,3 +139,60 @@ def test_accepted_inline_files_are_written_inside_repo(files: dict[str, str]) ->
         assert sorted(p.relative_to(direct) for p in direct.rglob("*") if p.is_file()) == sorted(
             p.relative_to(repo) for p in written
         )
+
+
+#: Records close to valid ones: each field most often valid, else off in one of the ways a
+#: checker must catch (a list repeats a valid value to weight it).
+def _mostly(valid: list[Any], invalid: list[Any]) -> st.SearchStrategy[Any]:
+    return st.sampled_from(valid * 4 + invalid)
+
+
+near_files = st.dictionaries(
+    _mostly(
+        ["a.py", "src/b.py", "src"],
+        ["src/b.py/c", ".hidden", "a/../b", "a//b", "x" * 70, "é.py", "a\\b", "/abs"],
+    ),
+    _mostly(["x", "", "h\u00e9"], ["\udc80", 1, None]),
+    max_size=3,
+)
+near_text = _mostly(["t1", "do it", "t\u00e9"], ["", " ", "\t", "p\ud800", 7, None])
+near_records = st.fixed_dictionaries(
+    {"task_id": near_text, "prompt": near_text},
+    optional={
+        "files": near_files | st.none(),
+        "workspace_dir": _mostly([None], ["."]),
+        "eval": st.fixed_dictionaries(
+            {"command": near_text},
+            optional={
+                "timeout_sec": _mostly(
+                    [1, 0.5, 604800],
+                    [0, -1, 604801, float("nan"), float("inf"), True, "5", 10**400],
+                ),
+                "timout": st.just(1),
+            },
+        )
+        | st.none(),
+        "solution": st.fixed_dictionaries(
+            {}, optional={"files": near_files | st.none(), "command": near_text}
+        )
+        | st.none(),
+    },
+)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(near_records | near_records | records | json_values)
+def test_the_one_pass_check_accepts_only_what_the_field_checker_accepts_unchanged(
+    value: Any,
+) -> None:
+    """Loading checks a plain record in one pass and words problems with the field-by-field
+    checker: a record the first accepts gets no problem from the second, and the same task."""
+    plain = plain_record(value, set())
+    if plain is None:
+        return
+    record, problems = check_record(value, "tasks.jsonl", "line 1", Path("."))
+    assert problems == [] and record is not None
+    task_id, prompt, files, command, timeout, solution = plain
+    assert (record.task_id, record.prompt, record.files) == (task_id, prompt, files)
+    assert (record.eval_command, record.eval_timeout_sec) == (command, timeout)
+    assert record.workspace_dir is None and record.solution == solution

@@ -23,37 +23,60 @@ from ksi.errors import TaskLoadError, problems_header
 from ksi.fileops import write_files
 from ksi.hookspecs import hookimpl
 from ksi.models import Problem, TaskSpec
-from ksi.task_parts import EvalSpec, Solution, StartingFiles, TaskOrigin
-from ksi.tasks.schema import TaskRecord, parse_tasks_file
+from ksi.task_parts import EvalSpec, Runtime, Solution, StartingFiles, TaskOrigin
+from ksi.tasks.schema import MakeRecord, parse_tasks_file
 
 __all__ = ["CustomTaskSource", "load_custom_tasks", "write_files"]
 
 _NO_FILES = StartingFiles()
 
 
-def _task_from_record(
-    record: TaskRecord, tasks_file: str, evals: dict[tuple[str, float], EvalSpec]
-) -> TaskSpec:
-    if record.workspace_dir is not None:
-        files = StartingFiles(directory=str(record.workspace_dir))
-    elif record.files:
-        files = StartingFiles.checked_inline(record.files)
-    else:
-        files = _NO_FILES
-    key = (record.eval_command, record.eval_timeout_sec)
-    spec = evals.get(key)
-    if spec is None:  # most files grade every task the same way: share one value
-        spec = evals[key] = EvalSpec(record.eval_command, record.eval_timeout_sec)
-    raw = record.solution
-    return TaskSpec(
-        id=record.task_id,
-        repo="",
-        prompt=record.prompt,
-        eval=spec,
-        starting_files=files,
-        solution=None if raw is None else Solution.checked(raw.get("files"), raw.get("command")),
-        origin=TaskOrigin(CustomTaskSource.name, tasks_file, record.location),
-    )
+#: Every custom task runs with the default runtime (what a task would get left out).
+_RUNTIME = Runtime()
+
+
+def _task_maker(tasks_file: str) -> MakeRecord[TaskSpec]:
+    """What :func:`~ksi.tasks.schema.parse_tasks_file` calls per clean record: the task,
+    built at once (every part given, so none is looked for in ``metadata``)."""
+    evals: dict[tuple[str, float], EvalSpec] = {}
+    source = CustomTaskSource.name
+
+    def make(
+        task_id: str,
+        prompt: str,
+        location: str,
+        workspace_dir: Path | None,
+        files: dict[str, str] | None,
+        eval_command: str,
+        eval_timeout_sec: float,
+        solution: dict[str, Any] | None,
+    ) -> TaskSpec:
+        if workspace_dir is not None:
+            starting = StartingFiles(directory=str(workspace_dir))
+        elif files:
+            starting = StartingFiles.checked_inline(files)
+        else:
+            starting = _NO_FILES
+        key = (eval_command, eval_timeout_sec)
+        spec = evals.get(key)
+        if spec is None:  # most files grade every task the same way: share one value
+            spec = evals[key] = EvalSpec(eval_command, eval_timeout_sec)
+        return TaskSpec(
+            task_id,
+            "",
+            prompt,
+            {},
+            eval=spec,
+            starting_files=starting,
+            runtime=_RUNTIME,
+            solution=None
+            if solution is None
+            else Solution.checked(solution.get("files"), solution.get("command")),
+            origin=TaskOrigin(source, tasks_file, location),
+            workspace_note=True,
+        )
+
+    return make
 
 
 @attrs.define
@@ -71,16 +94,14 @@ class CustomTaskSource:
     def load(self, path: Path | str) -> list[TaskSpec]:
         """Every task in ``path``; raises :class:`TaskLoadError` listing *all* problems."""
         path = Path(path)
-        parsed = parse_tasks_file(path, str(path))
+        parsed = parse_tasks_file(path, str(path), _task_maker(str(path.resolve())))
         if parsed.problems:
             count = len(parsed.problems)
             raise TaskLoadError(
                 parsed.problems,
                 header=problems_header(str(path), count),
             )
-        tasks_file = str(path.resolve())
-        evals: dict[tuple[str, float], EvalSpec] = {}
-        return [_task_from_record(record, tasks_file, evals) for record in parsed.records]
+        return parsed.records
 
     def validate(self, path: Path | str) -> list[Problem]:
         """Every problem in ``path`` (empty list when it loads cleanly); never raises."""
