@@ -24,10 +24,13 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import itertools
 import os
 import shutil
 import stat
 import subprocess
+import threading
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -348,6 +351,104 @@ def remove_tree(path: Path) -> None:
         subprocess.run(["rm", "-rf", "--", p], check=False, capture_output=True)
     if os.path.lexists(p):
         raise OSError(errno.ENOTEMPTY, "could not remove directory tree", p)
+
+
+class _Trash:
+    """Trees KSI is done with, deleted in the background: the thread that discards one
+    pays a ``rename``, not a walk of the tree.
+
+    A discarded tree leaves its place at once (renamed into a trash directory
+    on the same filesystem: nothing can reach it by its old path), and a
+    daemon thread deletes what gathered, every :data:`_TRASH_BATCH_SEC`, with
+    one ``rm -rf`` (it holds no interpreter lock while it works, and runs on
+    another core), then :func:`remove_tree` for anything ``rm`` left (a 000
+    directory). :func:`empty_trash` waits for it and removes the trash
+    directory; a trash a killed KSI left is removed the same way.
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._pending: list[str] = []
+        self._busy = False
+        self._thread: threading.Thread | None = None
+        self._pid = 0
+        self._count = itertools.count()
+
+    def discard(self, path: str, trash: str) -> None:
+        name = f"{os.getpid()}-{threading.get_ident()}-{next(self._count)}"
+        try:
+            os.rename(path, os.path.join(trash, name))
+        except FileNotFoundError:
+            try:
+                os.mkdir(trash)
+                os.rename(path, os.path.join(trash, name))
+            except OSError:
+                remove_tree(Path(path))  # gone, or not renamable here: the slow way
+                return
+        except OSError:
+            remove_tree(Path(path))
+            return
+        with self._cond:
+            if self._thread is None or self._pid != os.getpid():  # none yet, or forked
+                self._pending, self._busy, self._pid = [], False, os.getpid()
+                self._thread = threading.Thread(target=self._run, name="ksi-trash", daemon=True)
+                self._thread.start()
+            self._pending.append(os.path.join(trash, name))
+            self._cond.notify_all()
+
+    def wait(self) -> None:
+        """Until everything discarded in this process so far is deleted."""
+        with self._cond:
+            if self._pid == os.getpid():
+                self._cond.wait_for(lambda: not self._pending and not self._busy)
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                self._cond.wait_for(lambda: bool(self._pending))
+            time.sleep(_TRASH_BATCH_SEC)  # let a batch gather: one rm for many trees
+            with self._cond:
+                batch, self._pending, self._busy = self._pending, [], True
+            try:
+                _delete_all(batch)
+            finally:
+                with self._cond:
+                    self._busy = False
+                    self._cond.notify_all()
+
+
+#: How long the trash thread lets discarded trees gather before one ``rm -rf`` deletes them.
+_TRASH_BATCH_SEC = 0.05
+_TRASH = _Trash()
+
+
+def _delete_all(paths: Sequence[str]) -> None:
+    with contextlib.suppress(OSError):
+        subprocess.run(
+            ["rm", "-rf", "--", *paths],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            check=False,
+        )
+    for path in paths:
+        if os.path.lexists(path):
+            with contextlib.suppress(OSError):
+                remove_tree(Path(path))
+
+
+def discard_tree(path: Path, trash: Path) -> None:
+    """Delete the tree ``path`` in the background (see :class:`_Trash`): gone from ``path``
+    when this returns. ``trash`` is a directory on the same filesystem (made if missing)."""
+    _TRASH.discard(os.fspath(path), os.fspath(trash))
+
+
+def empty_trash(trash: Path) -> None:
+    """Wait until this process's discarded trees are deleted, then remove ``trash`` whole
+    (what other processes, or a killed KSI, left in it too)."""
+    _TRASH.wait()
+    if os.path.lexists(trash):
+        _delete_all([os.fspath(trash)])
 
 
 def _chmod_dir_at(dir_fd: int | None, name: str, mode: int) -> None:

@@ -1,8 +1,9 @@
 """Where everything of a run lives on disk.
 
 ``<run>/run.json``, ``<run>/journal.jsonl``, ``<run>/seeds/<task>/repo`` (the
-pristine starting files, shared by a task's attempts) and
-``<run>/attempts/<task>/<n>/`` (retry ``k`` of attempt ``n`` in ``<n>-retry<k>``).
+pristine starting files, shared by a task's attempts),
+``<run>/attempts/<task>/<n>/`` (retry ``k`` of attempt ``n`` in ``<n>-retry<k>``)
+and, while a run goes, ``<run>/.trash/`` (trees being deleted in the background).
 Task ids become directory names through :func:`task_dirname`, which keeps
 readable ids readable and escapes every other id reversibly, so two task ids
 never share a directory; :meth:`RunLayout.check_tasks` refuses, before a run
@@ -183,6 +184,11 @@ class RunLayout:
     @property
     def lock(self) -> Path:
         return self.root / ".lock"
+
+    @property
+    def trash(self) -> Path:
+        """Trees being deleted in the background (wiped workspaces, graded copies)."""
+        return self.root / ".trash"
 
     def read_run_json(self) -> dict[str, Any]:
         """The run's ``run.json``; a clear error when there is none or it is unreadable."""

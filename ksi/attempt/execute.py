@@ -52,6 +52,7 @@ from ksi.attempt.diskfull import (
 from ksi.attempt.grading import Grader
 from ksi.attempt.job import AttemptJob
 from ksi.attempt.safety import agent_is_isolated
+from ksi.fstree import discard_tree
 from ksi.interfaces import (
     AgentContext,
     AgentOutcome,
@@ -286,8 +287,8 @@ class _Attempt:
 
             if eval_result is None:
                 eval_result = self.grader.after_capture(repo, captured)
-            if cfg.wipe_workspace:
-                remove_tree(workspace)
+            if cfg.wipe_workspace:  # gone from the attempt now, deleted in the background
+                discard_tree(workspace, job.trash_dir())
             return self._record(outcome, result, eval_result, capture, rounds)
         except Exception as exc:
             full = is_disk_full(exc)

@@ -27,6 +27,7 @@ from ksi.attempt.clock import AttemptClock
 from ksi.attempt.components import Components, component_name
 from ksi.attempt.job import AttemptJob
 from ksi.choices import EvalIn
+from ksi.fstree import discard_tree
 from ksi.interfaces import AttemptContext, EnvironmentHandle
 from ksi.models import EvalResult
 from ksi.protected_files import ProtectRule
@@ -79,7 +80,7 @@ class Grader:
         try:
             result = evaluator.grade(job.task, workdir, log_dir=log_dir)
         finally:
-            remove_tree(workdir)
+            discard_tree(workdir, job.trash_dir())  # gone now, deleted in the background
         return _graded_copy_removed(result, str(workdir), str(captured))
 
     def _in_fresh_environment(self, captured: Path) -> EvalResult:

@@ -164,6 +164,10 @@ class AttemptJob:
         """The task's pristine starting files, materialised once per run directory."""
         return RunLayout(Path(self.run_dir)).seed_repo(self.task.id)
 
+    def trash_dir(self) -> Path:
+        """Where this job's finished trees go to be deleted in the background."""
+        return RunLayout(Path(self.run_dir)).trash
+
 
 @attrs.frozen
 class JobOutcome:

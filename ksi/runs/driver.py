@@ -30,6 +30,7 @@ from ksi.attempt.components import component_name
 from ksi.attempt.diskfull import DiskFullError
 from ksi.attempt.execute import forget_components, use_components
 from ksi.errors import AgentSetupError, KsiError, RunError, UserInputError
+from ksi.fstree import empty_trash
 from ksi.generations.loop import GenerationLoop
 from ksi.generations.run_store import RunStore
 from ksi.generations.steps import count_missing
@@ -264,6 +265,8 @@ class Driver:
             session.journal.close()
             with contextlib.suppress(Exception):
                 environment.cleanup(state.run_id)
+            with contextlib.suppress(OSError):  # the last wiped trees, and a killed run's
+                empty_trash(self.layout.trash)
         summary = session.finish(loop_complete=complete)
         if stops.disk.happened:
             raise stops.disk.error(f"ksi run --resume --run-dir {self.layout.root}")

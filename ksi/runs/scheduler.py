@@ -15,7 +15,6 @@ outcomes into records and journals them.
 from __future__ import annotations
 
 import contextlib
-import functools
 import heapq
 import itertools
 import random
@@ -152,10 +151,7 @@ class Scheduler:
                     except BaseException:
                         self._journal(outcome.job, record)  # journalled whatever stops us
                         raise
-                    retry = self._journal(outcome.job, record)
-                    # Counted after the finish: "running" never exceeds the window.
-                    for _ in range(launched):
-                        self._progress.attempt_started()
+                    retry = self._journal(outcome.job, record, launched)
                     if retry is not None:
                         heapq.heappush(self._waiting, retry)
                     if self._can_submit():
@@ -199,6 +195,8 @@ class Scheduler:
     def _drop_retries(self) -> None:
         """After a stop: no retry starts (its last try stands), and what was never
         launched is listed for the message about the agent's set-up."""
+        if self._waiting:
+            self._books.deliver(wait=True)  # the tries that stand are durable before told of
         for retry in self._waiting:
             self._finished(retry.previous)
         self._waiting.clear()
@@ -207,15 +205,26 @@ class Scheduler:
                 self._stops.not_started.append(self._next.task.id)
                 self._next = next(self._planned, None)
 
-    def _journal(self, job: AttemptJob, record: AttemptRecord) -> _Retry | None:
-        """Journal one settled try; return its retry when it is to be retried (the last
-        try of an attempt moves the progress once its record is durable)."""
+    def _journal(self, job: AttemptJob, record: AttemptRecord, launched: int = 0) -> _Retry | None:
+        """Journal one settled try; return its retry when it is to be retried.
+
+        The progress hears of it once its record is durable: the last try of an
+        attempt finishes it, and only then are the ``launched`` attempts that
+        took its place counted as started ("running" never exceeds the window).
+        """
+        retry = None
         if may_retry(record, self._retries) and not self._stops.stopping:
-            self._books.record(job, record)
             ready_at = time.monotonic() + backoff_sec(record, job.try_number)
-            return _Retry(ready_at, next(self._sequence), self._retry(job), record)
-        self._books.record(job, record, functools.partial(self._finished, record))
-        return None
+            retry = _Retry(ready_at, next(self._sequence), self._retry(job), record)
+
+        def heard() -> None:
+            if retry is None:
+                self._finished(record)
+            for _ in range(launched):
+                self._progress.attempt_started()
+
+        self._books.record(job, record, heard)
+        return retry
 
     def _finished(self, record: AttemptRecord) -> None:
         """The last try of a (task, attempt): one step of the progress bar."""
