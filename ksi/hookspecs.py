@@ -193,7 +193,8 @@ def ksi_run_started(run: RunInfo) -> None:
 def ksi_attempt_finished(run: RunInfo, record: AttemptRecord) -> None:
     """An attempt finished and its record is durably in the journal.
 
-    Called from the thread that ran the attempt, once per journal record.
+    Called from the driver's thread (never an attempt's), once per journal
+    record, once its line is synced to disk.
 
     :param run: the run it belongs to.
     :param record: the attempt's record exactly as journalled.

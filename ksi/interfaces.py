@@ -185,7 +185,13 @@ class EnvironmentHandle(Protocol):
         stderr_path: Path,
         log_cap_bytes: int,
     ) -> ExecResult:
-        """Run a process to completion (or timeout); kill everything it started."""
+        """Run a process to completion (or timeout); kill everything it started.
+
+        Its output goes to ``stdout_path`` and ``stderr_path``, each capped at
+        ``log_cap_bytes``; a log is created at its stream's first byte, so a
+        process that prints nothing to one leaves no file there (readers treat
+        a missing log as empty: :func:`ksi.proc.read_tail` does).
+        """
         ...
 
     def copy_in(self, host_src: Path, env_dest: str) -> None:
