@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import threading
+import time
 import uuid
 from pathlib import Path
 from typing import Any, ClassVar
@@ -570,3 +571,35 @@ def test_progress_never_shows_more_running_attempts_than_the_concurrency(
     assert summary.solved_tasks == 8
     assert progress.finished == 8 and progress.running == 0
     assert progress.most_running == 2
+
+
+class _TimingProgress(_CountingProgress):
+    """Remembers when it heard of each finished attempt."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.heard: list[tuple[str, float]] = []
+
+    def attempt_finished(self, record: AttemptRecord, solved: bool) -> None:
+        super().attempt_finished(record, solved)
+        self.heard.append((record.finished_at, time.time()))
+
+
+@pytest.mark.parametrize("executor", ["local", "processes"])
+def test_the_progress_hears_of_an_attempt_when_it_ends_not_when_the_next_one_does(
+    tmp_path: Path, executor: str
+) -> None:
+    """Records are synced in the background, and the progress (and the observers) hear of
+    each one once it is synced: a moment after the attempt ends, not an attempt later."""
+    progress = _TimingProgress()
+    summary = run_cmd_agent(
+        tmp_path,
+        [dict(HELLO_TASK, task_id=f"t{i}") for i in range(3)],
+        "sleep 1.5; echo hi > repo/hello.txt",
+        progress=progress,
+        executor=executor,
+    )
+    assert summary.solved_tasks == 3 and progress.finished == 3
+    for finished_at, heard_at in progress.heard:
+        late = heard_at - dt.datetime.fromisoformat(finished_at).timestamp()
+        assert late < 1.0, f"the progress heard of an attempt {late:.2f} s after it ended"

@@ -154,7 +154,10 @@ class Scheduler:
                     retry = self._journal(outcome.job, record, launched)
                     if retry is not None:
                         heapq.heappush(self._waiting, retry)
-                    if self._can_submit():
+                    self._books.deliver()
+                    # A record not synced yet: wait for outcomes a few ms at a time (the
+                    # wait above), so it is told of once synced, not when the next one ends.
+                    if self._can_submit() or self._books.unheard():
                         break
                 self._books.deliver()
             self._books.deliver(wait=True)
