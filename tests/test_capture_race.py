@@ -58,7 +58,7 @@ for i in range(rounds):
             data = open(path, "rb").read()
             if any(s in data for s in secrets) or name in ("secret.txt", "environ"):
                 leaks.append(os.path.relpath(path, dest))
-    patch = (out / "diff.patch").read_bytes()
+    patch = (out / "diff.patch").read_bytes() if (out / "diff.patch").exists() else b""
     if any(s in patch for s in secrets):
         leaks.append("diff.patch")
     saw_dir += (dest / "d" / "own.txt").is_file()

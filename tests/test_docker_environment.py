@@ -35,6 +35,11 @@ pytestmark = [pytest.mark.docker, needs_docker]
 DOCKER = os.environ.get("KSI_DOCKER_BINARY", "").strip() or "docker"
 
 
+def _printed(log: Path) -> str:
+    """What a process wrote to a log (none when it printed nothing: no empty log file)."""
+    return log.read_text() if log.exists() else ""
+
+
 def _docker(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([DOCKER, *args], capture_output=True, text=True, timeout=120)
 
@@ -117,7 +122,8 @@ def _sh(
         stderr_path=err,
         log_cap_bytes=1_000_000,
     )
-    return res.exit_code, out.read_text(), err.read_text(), res.timed_out
+    # A log exists once its stream printed something: none is an empty output.
+    return res.exit_code, _printed(out), _printed(err), res.timed_out
 
 
 def test_agent_writes_into_repo_as_the_host_user_and_the_files_are_deletable(
@@ -522,7 +528,7 @@ def _relay_exec(
         stderr_path=err,
         log_cap_bytes=1_000_000,
     )
-    return res.exit_code, out.read_text(), err.read_text()
+    return res.exit_code, _printed(out), _printed(err)
 
 
 @pytest.fixture

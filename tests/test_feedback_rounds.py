@@ -29,7 +29,7 @@ TASK = {
 AGENT = (
     "echo run >> runs.txt; "
     'if grep -q "FEEDBACK" "$KSI_PROMPT_FILE"; then echo hi > repo/answer.txt; '
-    "else echo hello > repo/answer.txt; fi"
+    "else echo hello > repo/answer.txt; fi; echo done"  # printed: each round's log exists
 )
 
 

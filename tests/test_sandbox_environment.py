@@ -47,7 +47,9 @@ def _run(
         stderr_path=err,
         log_cap_bytes=1_000_000,
     )
-    return res.exit_code, out.read_text(), err.read_text(), res.timed_out
+    # A log exists once its stream printed something: none is an empty output.
+    printed = [p.read_text() if p.exists() else "" for p in (out, err)]
+    return res.exit_code, printed[0], printed[1], res.timed_out
 
 
 def _sh(

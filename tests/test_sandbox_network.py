@@ -117,7 +117,8 @@ def _python(
         log_cap_bytes=1_000_000,
     )
     assert res.spawn_error is None, res.spawn_error
-    stdout, stderr = out.read_text(), err.read_text()
+    # A log exists once its stream printed something: none is an empty output.
+    stdout, stderr = (p.read_text() if p.exists() else "" for p in (out, err))
     # Every script prints on its way out: silence means it never got there; say why.
     assert stdout, (
         f"the script printed nothing (exit {res.exit_code}, timed out: {res.timed_out} "
