@@ -14,7 +14,7 @@ a side effect of reading a value.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -34,6 +34,17 @@ DEFAULT_EVAL_TIMEOUT_SEC = 300.0
 
 #: Capability sets a container may start with.
 CAPABILITY_SETS = ("none", "default")
+
+
+def slot_setters(cls: type[Any], names: str) -> tuple[Callable[[Any, Any], None], ...]:
+    """The setters of the named slots of a frozen, slotted attrs class, in order.
+
+    For the ``checked`` constructors below: a loader that builds tens of
+    thousands of values it has already checked sets their slots directly,
+    in half the time of attrs' frozen ``__init__`` (which goes through
+    ``object.__setattr__`` and the validators for each field).
+    """
+    return tuple(cls.__dict__[name].__set__ for name in names.split())
 
 
 class FieldError(InvalidTaskError):
@@ -150,8 +161,8 @@ class StartingFiles:
         paths that passed :func:`ksi.relpaths.clean_relative_path`.
         """
         inst = object.__new__(cls)
-        object.__setattr__(inst, "directory", None)
-        object.__setattr__(inst, "files", files)
+        _SET_DIRECTORY(inst, None)
+        _SET_INLINE(inst, files)
         return inst
 
     @property
@@ -198,6 +209,9 @@ class StartingFiles:
             return self.directory
         count = len(self.files or {})
         return f"{count} file{'s' if count != 1 else ''} (inline)" if count else "(empty)"
+
+
+_SET_DIRECTORY, _SET_INLINE = slot_setters(StartingFiles, "directory files")
 
 
 def _to_cpus(value: Any) -> float | None:
@@ -295,8 +309,8 @@ class Solution:
     def checked(cls, files: dict[str, str] | None, command: str | None) -> Solution:
         """A solution a loader has already checked (skips the re-check, as ``checked_inline``)."""
         inst = object.__new__(cls)
-        object.__setattr__(inst, "files", files)
-        object.__setattr__(inst, "command", command)
+        _SET_SOLUTION_FILES(inst, files)
+        _SET_SOLUTION_COMMAND(inst, command)
         return inst
 
     def as_dict(self) -> dict[str, Any]:
@@ -307,6 +321,9 @@ class Solution:
         if self.command is not None:
             out["command"] = self.command
         return out
+
+
+_SET_SOLUTION_FILES, _SET_SOLUTION_COMMAND = slot_setters(Solution, "files command")
 
 
 @attrs.frozen
@@ -329,3 +346,15 @@ class TaskOrigin:
                 n for n in ("source", "file", "location") if not isinstance(getattr(self, n), str)
             )
             raise FieldError(f"origin.{bad}", "a string", getattr(self, bad))
+
+    @classmethod
+    def checked(cls, source: str, file: str, location: str) -> TaskOrigin:
+        """An origin of three strings a loader made (skips the check, as ``checked_inline``)."""
+        inst = object.__new__(cls)
+        _SET_SOURCE(inst, source)
+        _SET_FILE(inst, file)
+        _SET_LOCATION(inst, location)
+        return inst
+
+
+_SET_SOURCE, _SET_FILE, _SET_LOCATION = slot_setters(TaskOrigin, "source file location")

@@ -15,10 +15,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 
 from ksi.errors import KsiError, TaskLoadError, UserInputError
 from ksi.models import Problem, TaskSpec
+from ksi.task_parts import EvalSpec, Runtime, Solution, StartingFiles, TaskOrigin
 from ksi.tasks.custom import CustomTaskSource, load_custom_tasks, write_files
 from ksi.tasks.prompts import REPO_NOTE, agent_prompt
 from ksi.tasks.seed import describe_starting_files, seed_repo
@@ -679,3 +681,34 @@ def test_workspace_note_false_gives_the_prompt_verbatim() -> None:
     assert agent_prompt(plain).endswith(REPO_NOTE)
     verbatim = TaskSpec(id="b", prompt="do it in /app", metadata={"workspace_note": False})
     assert agent_prompt(verbatim) == "do it in /app"
+
+
+def test_a_loaded_task_is_the_task_its_parts_build(tmp_path: Path) -> None:
+    """The loader sets a task's slots itself (attrs' ``__init__`` was a tenth of loading):
+    what it builds is the task the public constructor makes of the same parts, every slot set,
+    pickled and evolved like any other."""
+    record = {
+        "task_id": "t",
+        "prompt": "Fix it.",
+        "files": {"src/a.py": "x = 1\n"},
+        "eval": {"command": "python3 -c 1", "timeout_sec": 5},
+        "solution": {"files": {"src/a.py": "x = 2\n"}, "command": "true"},
+    }
+    path = tmp_path / "tasks.jsonl"
+    path.write_text(json.dumps(record) + "\n", encoding="utf-8")
+    (task,) = CustomTaskSource().load(path)
+    built = TaskSpec(
+        "t",
+        "",
+        "Fix it.",
+        {},
+        eval=EvalSpec("python3 -c 1", 5),
+        starting_files=StartingFiles(files={"src/a.py": "x = 1\n"}),
+        runtime=Runtime(),
+        solution=Solution({"src/a.py": "x = 2\n"}, "true"),
+        origin=TaskOrigin("custom", str(path.resolve()), "line 1"),
+        workspace_note=True,
+    )
+    assert task == built and repr(task) == repr(built)
+    assert pickle.loads(pickle.dumps(task)) == built
+    assert attrs.evolve(task, prompt="Other.") == attrs.evolve(built, prompt="Other.")

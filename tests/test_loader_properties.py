@@ -187,7 +187,7 @@ def test_the_one_pass_check_accepts_only_what_the_field_checker_accepts_unchange
 ) -> None:
     """Loading checks a plain record in one pass and words problems with the field-by-field
     checker: a record the first accepts gets no problem from the second, and the same task."""
-    plain = plain_record(value, set())
+    plain = plain_record(value, {})
     if plain is None:
         return
     record, problems = check_record(value, "tasks.jsonl", "line 1", Path("."))

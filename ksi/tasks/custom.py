@@ -61,19 +61,17 @@ def _task_maker(tasks_file: str) -> MakeRecord[TaskSpec]:
         spec = evals.get(key)
         if spec is None:  # most files grade every task the same way: share one value
             spec = evals[key] = EvalSpec(eval_command, eval_timeout_sec)
-        return TaskSpec(
+        return TaskSpec.checked(
             task_id,
-            "",
             prompt,
-            {},
-            eval=spec,
-            starting_files=starting,
-            runtime=_RUNTIME,
-            solution=None
+            spec,
+            starting,
+            _RUNTIME,
+            None
             if solution is None
             else Solution.checked(solution.get("files"), solution.get("command")),
-            origin=TaskOrigin(source, tasks_file, location),
-            workspace_note=True,
+            TaskOrigin.checked(source, tasks_file, location),
+            True,
         )
 
     return make
