@@ -119,13 +119,14 @@ class RunStore:
             note_ids=ref.note_ids,
         )
 
-    def record(self, record: AttemptRecord) -> None:
-        """Store one journalled attempt's evidence, and the notes it received (a scored
-        attempt of a task that is not a hold-out; any other is left out)."""
-        if not self._learns_from(record):
+    def record(self, records: Iterable[AttemptRecord]) -> None:
+        """Store journalled attempts' evidence, and the notes each received, in one
+        transaction (scored attempts of tasks that are not hold-outs; any other is left out)."""
+        usable = [r for r in records if self._learns_from(r)]
+        if not usable:
             return
-        receipt = self._receipt(record)
-        self.db.put_attempts([self._evidence(record)], () if receipt is None else (receipt,))
+        receipts = [receipt for r in usable if (receipt := self._receipt(r)) is not None]
+        self.db.put_attempts([self._evidence(r) for r in usable], receipts)
 
     def sync(self, records: Iterable[AttemptRecord]) -> None:
         """Write what the store lacks of the journal's scored attempts (their newest try)."""

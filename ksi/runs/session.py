@@ -240,19 +240,22 @@ class RunSession:
             if wait:
                 self.journal.wait_durable(self._unheard[-1][0])
             durable = self.journal.durable()
-        while self._unheard and self._unheard[0][0] <= durable:
+        ready = [record for count, record, _ in self._unheard if count <= durable]
+        # One store transaction for the records one sync made durable (half of them come
+        # two or more at a time), then each is told of, in the journal's order.
+        self._store(ready)
+        for _ in ready:
             _, record, then = self._unheard.popleft()
-            self._store(record)
             self.observe("ksi_attempt_finished", record=record)
             if then is not None:
                 then()
 
-    def _store(self, record: AttemptRecord) -> None:
-        """The journalled attempt into the knowledge store too."""
+    def _store(self, records: list[AttemptRecord]) -> None:
+        """The journalled attempts into the knowledge store too."""
         try:
-            self.store.record(record)
+            self.store.record(records)
         except (sqlite3.Error, StoreBusy) as exc:
-            # The journal holds the attempt: the store gets it before the next distillation.
+            # The journal holds the attempts: the store gets them before the next distillation.
             note = f"knowledge store {self.store.path}: could not record an attempt ({exc})"
             if note not in self.warnings:
                 self.warnings.append(note)
