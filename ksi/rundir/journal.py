@@ -162,6 +162,47 @@ def _identity(st: os.stat_result) -> tuple[int, int]:
     return (st.st_dev, st.st_ino)
 
 
+def _keep_damaged_lines(path: Path, contents: JournalContents) -> None:
+    """Copy each damaged line to ``journal.corrupt`` once (resumes do not repeat it)."""
+    entries = [b"line %d: %s\n" % (c.line, c.raw) for c in contents.corrupt]
+    if contents.torn_tail:
+        entries.append(
+            b"line %d (torn last line, trimmed): %s\n"
+            % (contents.torn_tail_line, contents.torn_tail)
+        )
+    if not entries:
+        return
+    target = corrupt_path(path)
+    try:
+        kept = target.read_bytes()
+    except FileNotFoundError:
+        kept = b""
+    new = b"".join(e for e in entries if e not in kept)
+    if new:
+        with open(target, "ab") as fh:
+            fh.write(new)
+            fh.flush()
+            os.fsync(fh.fileno())
+
+
+def _trim_torn_tail(path: Path) -> None:
+    """Drop a partial last line left by a crash, so the next append starts clean."""
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        return
+    if size == 0:
+        return
+    with open(path, "rb+") as fh:
+        fh.seek(-1, os.SEEK_END)
+        if fh.read(1) == b"\n":
+            return
+        fh.seek(0)
+        content = fh.read()
+        keep = content.rfind(b"\n") + 1
+        fh.truncate(keep)
+
+
 class Journal:
     """Appends records durably; safe to call from many attempt threads."""
 
@@ -188,8 +229,8 @@ class Journal:
         self._syncer: threading.Thread | None = None
         self._closing = False
         with disk_full_as_error(path.parent, "the journal"):
-            self._keep_damaged_lines()
-            self._trim_torn_tail()
+            _keep_damaged_lines(path, self.contents)
+            _trim_torn_tail(path)
             self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
             try:
                 self._size = self._durable_size = os.fstat(self._fd).st_size
@@ -199,46 +240,6 @@ class Journal:
                 raise
 
     # -- opening ----------------------------------------------------------------
-    def _keep_damaged_lines(self) -> None:
-        """Copy each damaged line to ``journal.corrupt`` once (resumes do not repeat it)."""
-        contents = self.contents
-        entries = [b"line %d: %s\n" % (c.line, c.raw) for c in contents.corrupt]
-        if contents.torn_tail:
-            entries.append(
-                b"line %d (torn last line, trimmed): %s\n"
-                % (contents.torn_tail_line, contents.torn_tail)
-            )
-        if not entries:
-            return
-        target = corrupt_path(self.path)
-        try:
-            kept = target.read_bytes()
-        except FileNotFoundError:
-            kept = b""
-        new = b"".join(e for e in entries if e not in kept)
-        if new:
-            with open(target, "ab") as fh:
-                fh.write(new)
-                fh.flush()
-                os.fsync(fh.fileno())
-
-    def _trim_torn_tail(self) -> None:
-        """Drop a partial last line left by a crash, so the next append starts clean."""
-        try:
-            size = self.path.stat().st_size
-        except FileNotFoundError:
-            return
-        if size == 0:
-            return
-        with open(self.path, "rb+") as fh:
-            fh.seek(-1, os.SEEK_END)
-            if fh.read(1) == b"\n":
-                return
-            fh.seek(0)
-            content = fh.read()
-            keep = content.rfind(b"\n") + 1
-            fh.truncate(keep)
-
     def _make_reserve(self) -> None:
         """Set aside room for the records of attempts still running when the disk fills."""
         try:
