@@ -6,11 +6,13 @@ Tasks files are real files in tmp_path; starting files land on the real disk.
 from __future__ import annotations
 
 import copy
+import gc
 import json
 import os
 import pickle
 import subprocess
 import sys
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -440,6 +442,37 @@ def test_loader_raises_one_error_with_every_problem(tmp_path: Path) -> None:
     text = str(err)
     assert "3 problems" in text and "no task was loaded" in text
     assert all(str(p) in text for p in err.problems)
+
+
+def test_loading_leaves_the_garbage_collector_as_it_was_and_frees_no_less(
+    tmp_path: Path,
+) -> None:
+    """Loading pauses the collector and moves what it built to the oldest generation: a
+    program that embeds KSI finds the collector as it left it (on or off, nothing frozen),
+    and a reference cycle it dropped just before the load is still collected."""
+    good = write_jsonl(tmp_path / "tasks.jsonl", {"task_id": "a", "prompt": "p"})
+    bad = write_jsonl(tmp_path / "bad.jsonl", {"task_id": "a"})
+    for enabled in (True, False):
+        (gc.enable if enabled else gc.disable)()
+        try:
+            gc.collect()  # no collection due before the load's own
+            dropped = weakref.ref(Cycle())
+            assert CustomTaskSource().load(good)[0].id == "a"
+            with pytest.raises(TaskLoadError):
+                CustomTaskSource().load(bad)
+            assert gc.isenabled() is enabled and gc.get_freeze_count() == 0
+            assert dropped() is not None  # only a cycle: freed by a collection
+            gc.collect()
+            assert dropped() is None
+        finally:
+            gc.enable()
+
+
+class Cycle:
+    """An object that only a collection frees: it refers to itself."""
+
+    def __init__(self) -> None:
+        self.me = self
 
 
 def test_validate_returns_empty_list_for_a_clean_file() -> None:
