@@ -23,7 +23,7 @@ import gc
 import json
 import math
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, Generic, TypeGuard, TypeVar
 
@@ -532,8 +532,14 @@ def _loads(text: str) -> Any:
 _SCAN_ONCE: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
 
 
-def read_raw_records(path: Path, display: str) -> tuple[list[tuple[str, Any]], list[Problem]]:
-    """Parse ``path`` into ``(location, value)`` pairs; problems for what cannot be parsed."""
+def read_raw_records(path: Path, display: str) -> tuple[Iterable[tuple[str, Any]], list[Problem]]:
+    """Parse ``path`` into ``(location, value)`` pairs; problems for what cannot be parsed.
+
+    A ``.jsonl`` file's lines are parsed as the pairs are iterated, and its lines'
+    problems join the list as they are met: read it once the pairs are exhausted. So a
+    loader checks, builds and frees each record while it is fresh in the CPU's caches
+    rather than walking 10,000 of them three times (7% of loading them).
+    """
     suffix = path.suffix.lower()
     if path.is_dir():
         return [], [
@@ -596,7 +602,7 @@ def _read_json(data: bytes, display: str) -> tuple[list[tuple[str, Any]], list[P
     return [(f"record {i}", v) for i, v in enumerate(value, start=1)], []
 
 
-def _read_jsonl(data: bytes, display: str) -> tuple[list[tuple[str, Any]], list[Problem]]:
+def _read_jsonl(data: bytes, display: str) -> tuple[Iterator[tuple[str, Any]], list[Problem]]:
     problems: list[Problem] = []
     try:
         lines = data.decode("utf-8").split("\n")
@@ -609,7 +615,14 @@ def _read_jsonl(data: bytes, display: str) -> tuple[list[tuple[str, Any]], list[
             except UnicodeDecodeError as exc:
                 problems.append(_decode_error_problem(display, raw_line, exc, location=f"line {n}"))
                 lines.append("")
-    records: list[tuple[str, Any]] = []
+    return _jsonl_records(lines, display, problems), problems
+
+
+def _jsonl_records(
+    lines: list[str], display: str, problems: list[Problem]
+) -> Iterator[tuple[str, Any]]:
+    """Each line's record in turn, its problem added to ``problems`` instead."""
+    found = False
     scan = _SCAN_ONCE
     for n, line in enumerate(lines, start=1):
         if line[:1] != "{" and not line.strip(" \t\r"):
@@ -627,12 +640,12 @@ def _read_jsonl(data: bytes, display: str) -> tuple[list[tuple[str, Any]], list[
         except ValueError as exc:
             problems.append(_json_error(display, exc, n, jsonl=True))
             continue
-        records.append((f"line {n}", value))
-    if not records and not problems:
+        found = True
+        yield f"line {n}", value
+    if not found and not problems:
         problems.append(
             Problem(display, "tasks file has only blank lines; add at least one record")
         )
-    return records, problems
 
 
 def parse_tasks_file(
