@@ -3,9 +3,9 @@
 The baseline, measured in the same run on the same file, is the least any
 loader must do: read the file and ``json.loads`` each line into a dict.
 Targets: "well under a second" (issue 9), at most 2x the baseline (issue 30;
-about 2.4x in CPU time on the 2-core VM: reading the JSON is the baseline,
+about 2.05x in CPU time on the 2-core VM: reading the JSON is the baseline,
 checking each record (a third of the load) and building its typed task
-(a sixth) take the rest).
+(a fifth) take the rest).
 
 Two KSI figures:
 

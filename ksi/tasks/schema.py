@@ -11,7 +11,7 @@ can name the field path (``$.eval.timeout_sec``), say what is expected and
 suggest a fix. A record that needs no normalizing (the usual one) is checked
 whole in one pass (:func:`plain_record`), and only a record that fails it goes
 through the field-by-field checker that words its problems: loading 10,000
-records costs about 2.4 times parsing their JSON.
+records costs about 2.05 times parsing their JSON.
 """
 
 from __future__ import annotations
