@@ -85,6 +85,19 @@ def test_regrade_grades_only_attempt_directories_inside_the_run(tmp_path: Path) 
     for where in outside:
         assert not (where / "regrade").exists(), f"regrade wrote its logs in {where}"
     assert SECRET not in res.stdout + res.stderr
+    # Each one skipped is named, with why, and counted: never a silent partial regrade.
+    warnings = [line for line in res.stderr.splitlines() if line.startswith("warning: ")]
+    assert sorted(warnings[:-1]) + warnings[-1:] == [
+        f"warning: task absolute attempt 1 not regraded: its journal record names "
+        f"'{outside[1]}', outside the run directory",
+        "warning: task linked attempt 1 not regraded: attempts/linked/1/captured/repo is "
+        "reached through a symlink (or a file stands in its way)",
+        "warning: task up attempt 1 not regraded: its journal record names '../outside-0', "
+        "outside the run directory",
+        "warning: ksi regrade: 1 attempt(s) regraded, 3 not (above): their directory is "
+        "outside the run or reached through a symlink, and a run directory from elsewhere "
+        "must not have other files graded; restore the attempt directories",
+    ]
 
 
 def test_distillers_take_no_evidence_from_outside_the_run(tmp_path: Path) -> None:

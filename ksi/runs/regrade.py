@@ -7,6 +7,7 @@ one in every summary, while the old one stays for the record.
 
 from __future__ import annotations
 
+import errno
 import os
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -72,32 +73,57 @@ def regrade_run(
     names = eval_env if eval_env is not None else config.eval_env
     grader = configure_host_grading(grader, isolation=isolation, pass_env=names)
     # A run still going would append to the same journal while we read it.
+    skipped: list[str] = []
+    regraded = 0
     with layout.lock_exclusive():
         journal = Journal(layout.journal)
         try:
             for rec in latest_by_attempt(read_records(layout.journal)).values():
                 task = tasks.get(rec.task_id) if rec.task_id in wanted else None
-                if task is None or not _captured_inside(layout.root, in_run(rec).attempt_dir):
+                if task is None:
+                    continue
+                gradable, why_not = _captured_inside(layout.root, rec)
+                if why_not:
+                    skipped.append(
+                        f"task {rec.task_id} attempt {rec.attempt} not regraded: {why_not}"
+                    )
+                if not gradable:
                     continue
                 attempt_dir = layout.root / rec.attempt_dir
                 captured = attempt_dir / "captured" / "repo"
                 journal.append(_regrade_one(rec, task, captured, grader, attempt_dir))
+                regraded += 1
         finally:
             journal.close()
-    return summarize_run(layout.root)
+    summary = summarize_run(layout.root)
+    if skipped:
+        skipped.append(
+            f"ksi regrade: {regraded} attempt(s) regraded, {len(skipped)} not (above): their "
+            "directory is outside the run or reached through a symlink, and a run directory "
+            "from elsewhere must not have other files graded; restore the attempt directories"
+        )
+    return attrs.evolve(summary, warnings=(*summary.warnings, *skipped))
 
 
-def _captured_inside(root: Path, attempt_dir: str) -> bool:
-    """Whether the attempt's captured repo is a directory of the run, reached through no
-    symlink: a journal naming one elsewhere would have another directory graded, and its
-    grading logs written there."""
-    if not attempt_dir:
-        return False
+def _captured_inside(root: Path, rec: AttemptRecord) -> tuple[bool, str]:
+    """Whether the attempt's captured repo is a directory of the run reached through no
+    symlink, and if it is elsewhere, why (a journal naming another directory would have
+    it graded, and its grading logs written there). An attempt that captured nothing
+    (its directory has no ``captured/repo``) is not regraded, and that is no news."""
+    if not rec.attempt_dir:
+        return False, ""
+    if not in_run(rec).attempt_dir:
+        return False, f"its journal record names {rec.attempt_dir!r}, outside the run directory"
+    where = f"{rec.attempt_dir}/captured/repo"
     try:
-        os.close(open_dir_inside(root, f"{attempt_dir}/captured/repo"))
-    except OSError:
-        return False
-    return True
+        os.close(open_dir_inside(root, where))
+    except FileNotFoundError:
+        return False, ""
+    except OSError as exc:
+        if exc.errno in (errno.ENOTDIR, errno.ELOOP):
+            return False, f"{where} is reached through a symlink (or a file stands in its way)"
+        return False, f"{where}: {exc.strerror}"
+    return True, ""
 
 
 def _regrade_one(
