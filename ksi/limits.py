@@ -13,6 +13,11 @@ MAX_TIMEOUT_SEC = 7 * 24 * 3600.0
 #: millions, and a typo of a billion would otherwise plan (and journal) forever.
 MAX_ATTEMPTS = 10_000
 
+#: The most generations a run takes (``--generations``): learning shows in a handful and
+#: a long study takes tens; a typo of a million would plan, run and distil without end
+#: (and the attempt numbers of generation g grow with g times ``--attempts``).
+MAX_GENERATIONS = 1_000
+
 
 def timeout_problem(value: object, shown: object = None) -> str | None:
     """Why ``value`` is not a usable timeout in seconds (None when it is).

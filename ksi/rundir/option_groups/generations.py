@@ -13,6 +13,7 @@ import attrs
 
 from ksi.choices import KnowledgeEvalOutput, KnowledgeMode, KnowledgeTools
 from ksi.knowledge.choices import DEFAULT_KNOWLEDGE_BUDGET
+from ksi.limits import MAX_GENERATIONS
 from ksi.rundir.run_option import FREE, GENERATIONS, GROW, KV, MATCH, OPTION, Form, RunOption
 
 
@@ -27,14 +28,16 @@ class GenerationOptions:
         metadata={
             OPTION: RunOption(
                 ("--generations",),
-                "Generations to run; notes distilled from each are given to the next.",
+                f"Generations to run, at most {MAX_GENERATIONS}; notes distilled from each are "
+                "given to the next.",
                 GENERATIONS,
                 GROW,
                 metavar="N",
                 minimum=1,
-                doc="Run up to N generations (default 1: a plain run). After each, notes are "
-                "distilled from its scored attempts and given to the next as `KNOWLEDGE.md` "
-                "beside `repo/`.",
+                maximum=MAX_GENERATIONS,
+                doc="Run up to N generations (default 1: a plain run; at most "
+                f"{MAX_GENERATIONS}). After each, notes are distilled from its scored attempts "
+                "and given to the next as `KNOWLEDGE.md` beside `repo/`.",
             )
         },
     )
