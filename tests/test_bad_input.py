@@ -94,6 +94,36 @@ def test_a_billion_attempts_is_refused_at_once_naming_the_bound(tmp_path: Path) 
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run.toml", "tasks.jsonl"]
 
 
+def test_a_million_generations_is_refused_by_every_interface_naming_the_bound(
+    tmp_path: Path,
+) -> None:
+    tasks = _tasks(tmp_path)
+    res = _limited_ksi(
+        "run", str(tasks), "--agent", "nop", "--generations", "1000000", "--dry-run", cwd=tmp_path
+    )  # fmt: skip
+    _refused(res, "--generations", "1000")
+    toml = tmp_path / "run.toml"
+    toml.write_text('agent = "nop"\ngenerations = 1000000\n')
+    _refused(
+        _limited_ksi("run", str(tasks), "-c", str(toml), "--dry-run", cwd=tmp_path),
+        "run.toml",
+        "generations",
+        "1000",
+    )
+    bound = "generations: expected an integer <= 1000, got 1000000"
+    with pytest.raises(UserInputError, match=bound):
+        ksi_api.run(str(tasks), agent="nop", generations=10**6, run_dir=tmp_path / "api")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.toml", "tasks.jsonl"]
+    res = _limited_ksi("run", "--help", cwd=tmp_path)
+    assert "Generations to run, at most 1000;" in " ".join(res.stdout.split())
+
+
+def test_the_generations_bound_itself_is_a_run(tmp_path: Path) -> None:
+    res = _run(tmp_path, "--generations", "1000", "--dry-run")
+    assert res.returncode == 0, res.stderr
+    assert "generations: up to 1000 (" in res.stdout
+
+
 def test_the_bound_itself_plans_without_holding_the_plan(tmp_path: Path) -> None:
     tasks = _tasks(tmp_path)
     res = _limited_ksi(
@@ -207,7 +237,19 @@ def _edited_run(tmp_path: Path, **config: Any) -> Path:
         ({"attempts": "three"}, "expected int @ $.config.attempts"),
         ({"attempts": -3}, "config.attempts: expected an integer >= 1"),
         ({"max_cost_usd": "nan"}, "config.max_cost_usd (--max-cost)"),
+        ({"max_cost_usd": float("nan")}, "config.max_cost_usd (--max-cost)"),
         ({"generations": [2]}, "expected int @ $.config.generations"),
+        ({"generations": 1001}, "config.generations: expected an integer <= 1000"),
+        # What cattrs alone would convert, and run an experiment nobody asked for.
+        ({"attempts": "3"}, "got '3' (a string), not an integer; expected int @ $.config.attempts"),
+        ({"attempts": 3.7}, "got 3.7 (a number), not an integer; expected int @ $.config.attempts"),
+        ({"attempts": True}, "got true, not an integer; expected int @ $.config.attempts"),
+        (
+            {"task_ids": {"a": 1}},
+            "got an object, not a list; expected list[str] | None @ $.config.task_ids",
+        ),
+        ({"wipe_workspace": "false"}, "got 'false' (a string), not true or false; expected bool"),
+        ({"agent": 5}, "got 5 (an integer), not a string; expected str @ $.config.agent"),
     ],
 )
 def test_a_run_json_edited_to_a_wrong_type_is_named_by_every_reader(
@@ -228,6 +270,17 @@ def test_a_run_json_edited_to_a_wrong_type_is_named_by_every_reader(
     assert sorted(p.name for p in run_dir.iterdir()) == before
     assert (run_dir / "journal.jsonl").read_bytes() == journal
     assert not (tmp_path / "view.html").exists()
+
+
+def test_ksi_run_refuses_a_setting_run_json_would_not_give_back(tmp_path: Path) -> None:
+    with pytest.raises(UserInputError) as refused:
+        ksi_api.run(
+            str(_tasks(tmp_path)), agent="nop", model=5, log_cap_bytes=1e6, run_dir=tmp_path / "r"
+        )
+    said = str(refused.value)
+    assert "model: got 5 (an integer), not a string; expected str | None" in said
+    assert "log_cap_bytes: got 1000000.0 (a number), not an integer; expected int" in said
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["tasks.jsonl"]
 
 
 # -- an environment that does not say whether it isolates the agent ---------------------

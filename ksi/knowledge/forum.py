@@ -36,14 +36,19 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import attrs
-import cattrs
 
 from ksi.fileops import append_line_durably
 from ksi.fstree import open_dir_inside, open_file_inside
 from ksi.layout import task_dirname
 from ksi.models import Usage
 from ksi.records import SkippedFile
-from ksi.serialization import dumps_line, from_data, lone_surrogate_path, validation_problems
+from ksi.serialization import (
+    dumps_line,
+    from_data,
+    lone_surrogate_path,
+    strict_converter,
+    validation_problems,
+)
 
 #: What a post says.
 POST_KINDS = ("finding", "hypothesis", "rejected", "question", "answer", "done")
@@ -185,25 +190,8 @@ def posts_of(sessions: Iterable[ForumSession]) -> list[Post]:
 # -- reading post files -----------------------------------------------------------------
 
 
-def _strict_str(value: Any, _: type) -> str:
-    if not isinstance(value, str):
-        raise ValueError(f"expected a string, got {type(value).__name__}")
-    return value
-
-
-def _strict_strings(value: Any, _: type) -> tuple[str, ...]:
-    if not isinstance(value, list):
-        raise ValueError(f"expected a list of strings, got {type(value).__name__}")
-    bad = [i for i, v in enumerate(value) if not isinstance(v, str)]
-    if bad:
-        raise ValueError(f"item {bad[0]}: expected a string, got {type(value[bad[0]]).__name__}")
-    return tuple(value)
-
-
-_strict = cattrs.Converter(forbid_extra_keys=True)
-# cattrs would turn 5 into "5" and "abc" into ("a", "b", "c"): a post says what it means.
-_strict.register_structure_hook(str, _strict_str)
-_strict.register_structure_hook_func(lambda t: t == tuple[str, ...], _strict_strings)
+# cattrs alone would turn 5 into "5" and "abc" into ("a", "b", "c"): a post says what it means.
+_strict = strict_converter(forbid_extra_keys=True)
 
 
 class PostRefused(Exception):

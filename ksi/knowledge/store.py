@@ -27,7 +27,13 @@ import cattrs
 from ksi.errors import UserInputError
 from ksi.knowledge.models import Knowledge, Note
 from ksi.knowledge.render import render_all
-from ksi.serialization import from_data, lone_surrogate_path, to_data, write_json_atomic
+from ksi.serialization import (
+    from_data,
+    lone_surrogate_path,
+    strict_converter,
+    to_data,
+    write_json_atomic,
+)
 
 KNOWLEDGE_DIR = "knowledge"
 NOTES_FILE = "notes.json"
@@ -143,7 +149,7 @@ class Bundle:
     notes: tuple[Note, ...]
 
 
-_strict = cattrs.Converter(forbid_extra_keys=True)
+_strict = strict_converter(forbid_extra_keys=True)
 
 
 def export_bundle(run_dir: Path, run_id: str) -> Bundle:

@@ -118,6 +118,8 @@ class RunConfig(
                 "seed_knowledge: a knowledge bundle cannot seed a run with knowledge 'none' "
                 "(the control arm gets no notes); drop one of the two"
             )
+        said = {p.split(":")[0].split(" ")[0] for p in out}
+        out.extend(p for p in _unreadable(self) if p.split(":")[0] not in said)
         return out
 
     @property
@@ -150,6 +152,22 @@ class RunConfig(
             return getattr(self, name)
         except AttributeError:
             raise KeyError(name) from None
+
+
+def _unreadable(config: RunConfig) -> list[str]:
+    """The settings ``run.json`` would not give back as they are (``model=5`` from Python):
+    the run would record them, then its resume, report and view refuse them."""
+    # start-up: `ksi run --help` imports this module, and needs no converter
+    from ksi.serialization import strict_converter, to_data, validation_problems
+
+    try:
+        strict_converter().structure(to_data(config), RunConfig)
+    except Exception as exc:  # cattrs' structuring errors
+        return [
+            f"{path.removeprefix('$.')}: {why}" if why else path
+            for why, _, path in (p.rpartition(" @ ") for p in validation_problems(exc))
+        ]
+    return []
 
 
 def _below(value: Any, minimum: float | None, *, none_allowed: bool) -> bool:

@@ -4,7 +4,9 @@ One model, :class:`RunState`, read by :func:`load_run_state` and written by
 :func:`save_run_state`; every command that looks at a run (run, resume,
 report, regrade, cleanup) goes through these two, never through a raw dict.
 Reading is lenient about keys it does not know, so a run directory written
-by another KSI version still reads.
+by another KSI version still reads, and strict about the types of those it
+knows: ``run.json`` may have been edited, and ``"3"`` read as 3 (or an object
+as the list of its keys) would run an experiment nobody asked for.
 """
 
 from __future__ import annotations
@@ -13,14 +15,14 @@ import datetime as dt
 from typing import Any
 
 import attrs
-import cattrs
 
 from ksi.errors import UserInputError
 from ksi.layout import RunLayout
 from ksi.provenance import Provenance
 from ksi.records import now
 from ksi.rundir.config import RunConfig
-from ksi.serialization import from_data, to_data, write_json_atomic
+from ksi.rundir.run_option import option_of
+from ksi.serialization import strict_converter, to_data, validation_problems, write_json_atomic
 
 
 @attrs.frozen
@@ -92,7 +94,7 @@ def load_run_state(layout: RunLayout) -> RunState:
     """The run's ``run.json``; a clear error when there is none or it cannot be read."""
     data = layout.read_run_json()
     try:
-        state = from_data(data, RunState)
+        state = _strict.structure(data, RunState)
     except Exception as exc:  # cattrs' structuring errors
         raise UserInputError(
             f"{layout.run_json}: not a valid run.json: {_why(exc)}; restore it (the value "
@@ -108,11 +110,22 @@ def load_run_state(layout: RunLayout) -> RunState:
     return state
 
 
+_strict = strict_converter()
+
+
 def _why(exc: Exception) -> str:
-    """Which fields of ``run.json`` cattrs could not read (``$.config.attempts``), and why."""
-    if not isinstance(exc, cattrs.BaseValidationError):
-        return str(exc)
-    return "; ".join(cattrs.transform_error(exc, path="$"))
+    """Which fields of ``run.json`` could not be read (``$.config.attempts``), and why
+    (``got '3' (a string); expected int``)."""
+    return "; ".join(_with_flag(p) for p in validation_problems(exc))
+
+
+def _with_flag(problem: str) -> str:
+    """``problem`` with the flag that sets the setting it names (``$.config.attempts
+    (--attempts)``): the flag is what a person who edits run.json knows it by."""
+    _, _, name = problem.rpartition(" @ $.config.")
+    field = getattr(attrs.fields(RunConfig), name, None) if name.isidentifier() else None
+    flag = option_of(field).flag if field is not None else ""
+    return f"{problem} ({flag})" if flag else problem
 
 
 def save_run_state(layout: RunLayout, state: RunState) -> None:
