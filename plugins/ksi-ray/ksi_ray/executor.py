@@ -23,14 +23,14 @@ nodes, resuming, and what a dead node costs.
 from __future__ import annotations
 
 import collections
+import contextlib
 import os
-import platform
 import socket
 import time
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 import attrs
 
@@ -43,31 +43,16 @@ from ksi.jobs import (
     unpicklable_reason,
 )
 from ksi.serialization import to_data
+from ksi_ray import nodes
+from ksi_ray.nodes import Node
 from ksi_ray.shipping import pack_dir, relocated, unpack_dir
 
-if TYPE_CHECKING:  # the coordinator (and asyncio with it) loads when a session starts
-    from ksi_ray.coordinator import NodeInfo
-
-#: Seconds a node has to answer the start-of-session probe (a Docker image may be pulled).
-PROBE_TIMEOUT_SEC = 600.0
 #: Seconds the end-of-session cleanup may take on all nodes together.
 CLEANUP_TIMEOUT_SEC = 120.0
 #: How often a job whose Ray task failed before starting is sent again.
 MAX_RESENDS = 3
 #: Where ``ray start`` notes the address of the cluster running on this machine.
 CURRENT_CLUSTER_FILE = Path("/tmp/ray/ray_current_cluster")
-
-
-@attrs.define
-class _Node:
-    info: NodeInfo
-    slots: int
-    busy: int = 0
-    alive: bool = True
-
-    @property
-    def free(self) -> int:
-        return self.slots - self.busy if self.alive else 0
 
 
 @attrs.frozen
@@ -131,10 +116,12 @@ class RayExecutor:
     _remote: dict[str, Any] = attrs.field(factory=dict, init=False)
     _coordinator: Any = attrs.field(default=None, init=False)
     _template: AttemptJob | None = attrs.field(default=None, init=False)
-    _nodes: dict[str, _Node] = attrs.field(factory=dict, init=False)
+    _nodes: dict[str, Node] = attrs.field(factory=dict, init=False)
     _use_slot_resource: bool = attrs.field(default=False, init=False)
     _queue: collections.deque[AttemptJob] = attrs.field(factory=collections.deque, init=False)
     _running: dict[Any, _Dispatch] = attrs.field(factory=dict, init=False)
+    #: The warm-up tasks sent with the probes (see :mod:`ksi_ray.nodes`).
+    _warm: list[Any] = attrs.field(factory=list, init=False)
     _failed: list[JobOutcome] = attrs.field(factory=list, init=False)
     _dispatches: int = attrs.field(default=0, init=False)
     #: Jobs sent again because their Ray task failed before it started, by key.
@@ -167,6 +154,7 @@ class RayExecutor:
             "attempt": ray.remote(worker.run_attempt),
             "probe": ray.remote(worker.probe_node),
             "cleanup": ray.remote(worker.cleanup_node),
+            "warm": ray.remote(worker.warm_worker),
         }
         strategy = ray.util.scheduling_strategies.NodeAffinitySchedulingStrategy(
             ray.get_runtime_context().get_node_id(), soft=False
@@ -189,68 +177,11 @@ class RayExecutor:
         alive = [n for n in ray.nodes() if n.get("Alive")]
         self._use_slot_resource = any(n["Resources"].get(self.slot_resource, 0) >= 1 for n in alive)
         unit = self.slot_resource if self._use_slot_resource else "CPU"
-        candidates = {}
-        for n in alive:
-            res = n["Resources"]
-            slots = int(res.get(unit, 0))
-            if slots >= 1 and (not need or res.get(need, 0) > 0):
-                candidates[n["NodeID"]] = (n, slots)
-        if not candidates:
-            have = "; ".join(
-                f"{n.get('NodeManagerAddress')}: {sorted(_user_resources(n['Resources']))}"
-                for n in alive
-            )
-            why = f"resource {need!r} and " if need else ""
-            raise UserInputError(
-                f"--executor ray: no node of the Ray cluster has {why}a {unit!r} slot "
-                f"(nodes and their resources: {have or 'none'}). Start worker nodes with "
-                f'`ray start --address HEAD:6379 --resources \'{{"{self.slot_resource}": 4'
-                + (f', "{need}": 1' if need else "")
-                + "}'` (docs/scale.md)"
-            )
-        from ksi_ray import worker
-
-        own, components = worker.component_versions(job)
-        own_cli = worker.agent_cli(components.agent)
-        probes = {
-            node_id: self._remote["probe"]
-            .options(num_cpus=0, max_retries=0, scheduling_strategy=self._pin(node_id))
-            .remote(job, self.scratch_dir)
-            for node_id in candidates
-        }
-        refused = []
-        for node_id, ref in probes.items():
-            node, slots = candidates[node_id]
-            try:
-                report = ray.get(ref, timeout=PROBE_TIMEOUT_SEC)
-            except Exception as exc:
-                # A node without ksi-ray (or KSI) cannot even load the probe: say the last line.
-                last = (str(exc).strip().splitlines() or [type(exc).__name__])[-1][:300]
-                refused.append(f"  {node.get('NodeManagerAddress')} ({node_id[:12]}): {last}")
-                continue
-            problems = [*report.problems, *_mismatches(own, own_cli, report)]
-            if problems:
-                refused.append(f"  {report.node.describe()}: " + "; ".join(problems))
-                continue
-            self._nodes[node_id] = _Node(report.node, slots)
-        if refused and self._nodes:
-            warnings.warn(
-                "--executor ray: refusing these nodes (they run none of this run's attempts):\n"
-                + "\n".join(refused),
-                KsiWarning,
-                stacklevel=2,
-            )
-        if not self._nodes:
-            raise UserInputError(
-                "--executor ray: every candidate node was refused:\n"
-                + "\n".join(refused)
-                + "\nInstall the driver's versions of KSI and its plugins (and the agent's CLI) "
-                "on the nodes (docs/scale.md)"
-            )
+        found = nodes.candidates(alive, unit, need, self.slot_resource)
+        self._nodes, self._warm = nodes.probe(ray, self._remote, job, self.scratch_dir, found)
 
     def _pin(self, node_id: str) -> Any:
-        strategies = self._ray.util.scheduling_strategies
-        return strategies.NodeAffinitySchedulingStrategy(node_id, soft=False)
+        return nodes.pin(self._ray, node_id)
 
     # -- submitting ----------------------------------------------------------------
     def submit(self, job: AttemptJob) -> None:
@@ -271,7 +202,7 @@ class RayExecutor:
                 return
             self._send(self._queue.popleft(), node)
 
-    def _send(self, job: AttemptJob, node: _Node) -> None:
+    def _send(self, job: AttemptJob, node: Node) -> None:
         self._dispatches += 1
         key = job_key(job)
         seed = None if self.shared_run_dir else self._seed_ref(job)
@@ -474,6 +405,8 @@ class RayExecutor:
             if self._coordinator is not None:
                 ray.kill(self._coordinator)
         finally:
+            _forget(ray, self._warm)
+            self._warm = []
             self._seeds.clear()
             self._running.clear()
             self._coordinator = None
@@ -482,37 +415,13 @@ class RayExecutor:
             self._ray = None
 
 
-def _user_resources(resources: dict[str, float]) -> list[str]:
-    """A node's resources without Ray's own per-node ones (``node:10.0.0.1``...)."""
-    return [k for k in resources if ":" not in k and k not in ("memory", "object_store_memory")]
-
-
-def _mismatches(
-    own: dict[str, str],
-    own_cli: tuple[str | None, str | None] | None,
-    report: Any,
-) -> list[str]:
-    """Why a node's report does not match the driver (empty: it does)."""
-    out = []
-    ours = ".".join(platform.python_version().split(".")[:2])
-    theirs_py = ".".join(str(report.python).split(".")[:2])
-    if theirs_py != ours:  # attempt jobs are pickles: the same Python reads them
-        out.append(f"Python {report.python} there, {platform.python_version()} on the driver")
-    for dist, version in sorted(own.items()):
-        theirs = report.versions.get(dist)
-        if theirs != version:
-            out.append(
-                f"{dist} {theirs or 'is not installed'} there, {version} on the driver"
-                if theirs
-                else f"{dist} is not installed there ({version} on the driver)"
-            )
-    if own_cli is not None and own_cli[0] is not None:
-        theirs_cli = report.agent_cli
-        if theirs_cli is None or theirs_cli[0] is None:
-            out.append(f"the agent's CLI ({own_cli[0].rsplit('/', 1)[-1]}) is not on its PATH")
-        elif theirs_cli[1] != own_cli[1]:
-            out.append(f"the agent's CLI is {theirs_cli[1]!r} there, {own_cli[1]!r} on the driver")
-    return out
+def _forget(ray: Any, refs: list[Any]) -> None:
+    """Read what ``refs`` returned, if they finished: a task's error nobody read would
+    otherwise be logged by Ray (the warm-ups' are of no interest: the probes report)."""
+    ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0) if refs else ([], [])
+    for ref in ready:
+        with contextlib.suppress(Exception):  # a refused node's: its probe already said why
+            ray.get(ref)
 
 
 def _connect(address: str) -> tuple[Any, bool]:

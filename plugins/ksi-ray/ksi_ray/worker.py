@@ -136,6 +136,16 @@ def probe_node(job: Any, scratch: str) -> NodeReport:
     )
 
 
+def warm_worker() -> None:
+    """Nothing but the attempt code's imports, so that a Ray worker process is ready for one.
+
+    Ray starts worker processes for each session (they belong to its driver):
+    sent with the probe, one per further slot of the node, these tasks make
+    Ray start the slots' workers while the probe runs instead of after it.
+    """
+    import ksi.jobs  # noqa: F401 - the import is the point
+
+
 def cleanup_node(job: Any, scratch: str) -> int:
     """The end of a session on this node: ``environment.cleanup`` and the scratch files."""
     from ksi.jobs import components_for, forget_components, forget_session
