@@ -39,16 +39,12 @@ from ksi.jobs import (
     AttemptJob,
     ErrorKind,
     JobOutcome,
-    save_unless_disk_full,
     unpicklable_reason,
 )
-from ksi.serialization import to_data
 from ksi_ray import nodes
 from ksi_ray.nodes import Node
-from ksi_ray.shipping import pack_dir, relocated, unpack_dir
+from ksi_ray.shipping import SeedCache, land
 
-#: Seconds the end-of-session cleanup may take on all nodes together.
-CLEANUP_TIMEOUT_SEC = 120.0
 #: How often a job whose Ray task failed before starting is sent again.
 MAX_RESENDS = 3
 #: Where ``ray start`` notes the address of the cluster running on this machine.
@@ -126,17 +122,17 @@ class RayExecutor:
     _dispatches: int = attrs.field(default=0, init=False)
     #: Jobs sent again because their Ray task failed before it started, by key.
     _resent: collections.Counter[str] = attrs.field(factory=collections.Counter, init=False)
-    _seeds: collections.OrderedDict[str, Any] = attrs.field(
-        factory=collections.OrderedDict, init=False
-    )
-    _seed_users: collections.Counter[str] = attrs.field(factory=collections.Counter, init=False)
+    _seeds: SeedCache = attrs.field(factory=SeedCache, init=False)
     _window: int = attrs.field(default=1, init=False)
     _cancelled: bool = attrs.field(default=False, init=False)
     _force_at: float | None = attrs.field(default=None, init=False)
-    #: How many times a task's starting files were put in the object store (tests read it).
-    seeds_put: int = attrs.field(default=0, init=False)
     #: Node descriptions by id, of the nodes that ran attempts (tests read it).
     placements: list[tuple[str, str]] = attrs.field(factory=list, init=False)
+
+    @property
+    def seeds_put(self) -> int:
+        """How many times a task's starting files were put in the object store (tests read it)."""
+        return self._seeds.puts
 
     # -- connecting --------------------------------------------------------------
     def start(self, concurrency: int) -> None:
@@ -205,7 +201,7 @@ class RayExecutor:
     def _send(self, job: AttemptJob, node: Node) -> None:
         self._dispatches += 1
         key = job_key(job)
-        seed = None if self.shared_run_dir else self._seed_ref(job)
+        seed = None if self.shared_run_dir else self._seeds.ref(self._ray, job, self._window)
         if self.shared_run_dir:
             from ksi.jobs import seed_dir
 
@@ -232,28 +228,7 @@ class RayExecutor:
         )
         self._running[ref] = _Dispatch(job, node.info.node_id, key, self._dispatches)
         node.busy += 1
-        self._seed_users[job.task.id] += 1
-
-    def _seed_ref(self, job: AttemptJob) -> Any:
-        """The task's starting files in the object store: put once, shared by its attempts."""
-        task_id = job.task.id
-        found = self._seeds.get(task_id)
-        if found is not None:
-            self._seeds.move_to_end(task_id)
-            return found
-        from ksi.jobs import seed_dir
-
-        ref = self._ray.put(pack_dir(seed_dir(job.task, job.seed_dir())))
-        self.seeds_put += 1
-        self._seeds[task_id] = ref
-        # Keep the recent tasks' (retries come soon after); drop idle ones past that.
-        keep = max(8, 2 * self._window)
-        for old in list(self._seeds):
-            if len(self._seeds) <= keep:
-                break
-            if self._seed_users[old] == 0:
-                del self._seeds[old]
-        return ref
+        self._seeds.users[job.task.id] += 1
 
     # -- results -------------------------------------------------------------------
     def as_completed(self, timeout: float | None = None) -> Iterator[JobOutcome]:
@@ -289,7 +264,7 @@ class RayExecutor:
                 node = self._nodes.get(dispatch.node_id)
                 if node is not None:
                     node.busy -= 1
-                self._seed_users[dispatch.job.task.id] -= 1
+                self._seeds.users[dispatch.job.task.id] -= 1
                 outcome = self._outcome(ref, dispatch)
                 if outcome is not None:
                     yield outcome
@@ -329,21 +304,7 @@ class RayExecutor:
         if not result.ran:
             return JobOutcome(job, error="not started: the run was cancelled")
         self.placements.append((job_key(job), result.node.node_id))
-        record = result.record
-        if result.local_run_dir:
-            record = relocated(record, result.local_run_dir, job.run_dir)
-        if result.archive is not None:
-            attempt_dir = job.attempt_dir()
-            unpack_dir(result.archive, attempt_dir)
-            if (attempt_dir / "record.json").exists():
-                save_unless_disk_full(
-                    attempt_dir / "record.json",
-                    to_data(record),
-                    durable=False,
-                    indent=None,
-                    parents=False,
-                )
-        return JobOutcome(job, record=record)
+        return JobOutcome(job, record=land(result, job))
 
     def _refresh_nodes(self) -> None:
         alive = {n["NodeID"] for n in self._ray.nodes() if n.get("Alive")}
@@ -394,20 +355,13 @@ class RayExecutor:
             return
         try:
             if self._template is not None:
-                refs = [
-                    self._remote["cleanup"]
-                    .options(num_cpus=0, max_retries=0, scheduling_strategy=self._pin(node_id))
-                    .remote(self._template, self.scratch_dir)
-                    for node_id, node in self._nodes.items()
-                    if node.alive
-                ]
-                ray.wait(refs, num_returns=len(refs), timeout=CLEANUP_TIMEOUT_SEC)
+                nodes.clean_up(ray, self._remote, self._template, self.scratch_dir, self._nodes)
             if self._coordinator is not None:
                 ray.kill(self._coordinator)
         finally:
             _forget(ray, self._warm)
             self._warm = []
-            self._seeds.clear()
+            self._seeds = SeedCache()
             self._running.clear()
             self._coordinator = None
             if self._connected_here:

@@ -26,6 +26,8 @@ if TYPE_CHECKING:  # the coordinator (and asyncio with it) loads when a session 
 
 #: Seconds a node has to answer the start-of-session probe (a Docker image may be pulled).
 PROBE_TIMEOUT_SEC = 600.0
+#: Seconds the end-of-session cleanup may take on all nodes together.
+CLEANUP_TIMEOUT_SEC = 120.0
 
 
 @attrs.define
@@ -131,6 +133,20 @@ def probe(
             "on the nodes (docs/scale.md)"
         )
     return nodes, warm
+
+
+def clean_up(
+    ray: Any, remote: dict[str, Any], job: AttemptJob, scratch: str, nodes: dict[str, Node]
+) -> None:
+    """The end of the session: ``environment.cleanup`` on every alive node used, all at once."""
+    refs = [
+        remote["cleanup"]
+        .options(num_cpus=0, max_retries=0, scheduling_strategy=pin(ray, node_id))
+        .remote(job, scratch)
+        for node_id, node in nodes.items()
+        if node.alive
+    ]
+    ray.wait(refs, num_returns=len(refs), timeout=CLEANUP_TIMEOUT_SEC)
 
 
 def _user_resources(resources: dict[str, float]) -> list[str]:

@@ -8,6 +8,7 @@ place, so a reader never sees half a directory.
 
 from __future__ import annotations
 
+import collections
 import io
 import os
 import shutil
@@ -15,6 +16,9 @@ import tarfile
 from pathlib import Path
 from typing import Any, TypeVar
 
+import attrs
+
+from ksi.jobs import save_unless_disk_full, seed_dir
 from ksi.serialization import from_data, to_data
 
 T = TypeVar("T")
@@ -45,6 +49,59 @@ def unpack_dir(data: bytes, dest: Path) -> None:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+@attrs.define
+class SeedCache:
+    """Each task's starting files in the object store: put once, shared by its attempts.
+
+    The recent tasks' stay (retries come soon after); idle ones past that are
+    dropped, so a long run does not hold every task's files in the store.
+    """
+
+    #: How many times a task's starting files were put in the object store.
+    puts: int = 0
+    #: Attempts in flight by task (the executor counts them); a task's with users stay.
+    users: collections.Counter[str] = attrs.field(factory=collections.Counter)
+    _refs: collections.OrderedDict[str, Any] = attrs.field(factory=collections.OrderedDict)
+
+    def ref(self, ray: Any, job: Any, window: int) -> Any:
+        """The object-store reference of ``job``'s task's starting files."""
+        task_id = job.task.id
+        found = self._refs.get(task_id)
+        if found is not None:
+            self._refs.move_to_end(task_id)
+            return found
+        ref = ray.put(pack_dir(seed_dir(job.task, job.seed_dir())))
+        self.puts += 1
+        self._refs[task_id] = ref
+        keep = max(8, 2 * window)
+        for old in list(self._refs):
+            if len(self._refs) <= keep:
+                break
+            if self.users[old] == 0:
+                del self._refs[old]
+        return ref
+
+
+def land(result: Any, job: Any) -> Any:
+    """The attempt's record as the driver journals it, its directory unpacked in the run
+    directory (``result``: the worker's :class:`~ksi_ray.worker.AttemptResult`)."""
+    record = result.record
+    if result.local_run_dir:
+        record = relocated(record, result.local_run_dir, job.run_dir)
+    if result.archive is not None:
+        attempt_dir = job.attempt_dir()
+        unpack_dir(result.archive, attempt_dir)
+        if (attempt_dir / "record.json").exists():
+            save_unless_disk_full(
+                attempt_dir / "record.json",
+                to_data(record),
+                durable=False,
+                indent=None,
+                parents=False,
+            )
+    return record
 
 
 def relocated(value: T, old_root: str, new_root: str) -> T:
