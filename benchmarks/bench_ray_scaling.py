@@ -9,9 +9,11 @@ raylet per node, all on this machine), so KSI's own per-attempt work (seeding,
 capture, grading, shipping the attempt directory back) shares this machine's
 cores across the "nodes", which a real cluster would not. Two ratios are
 printed: of the attempts' span (first start to last end: the throughput) and
-of the whole ``ksi run`` (which adds a fixed few seconds per session: Ray
-starts fresh worker processes for every driver, the nodes are probed, and
-cleaned up at the end).
+of the whole ``ksi run`` (which adds a fixed cost per session: Ray starts
+fresh worker processes for every driver, one per slot and one for the
+coordinator, the nodes are probed once each, and cleaned up at the end; on
+this one machine those process starts share its cores). docs/scale.md has
+the figures and where that cost goes.
 
     python benchmarks/bench_ray_scaling.py [--attempts 24] [--seconds 2]
 

@@ -361,7 +361,7 @@ class RayExecutor:
         finally:
             _forget(ray, self._warm)
             self._warm = []
-            self._seeds = SeedCache()
+            self._seeds.clear()
             self._running.clear()
             self._coordinator = None
             if self._connected_here:

@@ -65,6 +65,11 @@ class SeedCache:
     users: collections.Counter[str] = attrs.field(factory=collections.Counter)
     _refs: collections.OrderedDict[str, Any] = attrs.field(factory=collections.OrderedDict)
 
+    def clear(self) -> None:
+        """The session ended: let the store drop every task's files (``puts`` stays)."""
+        self._refs.clear()
+        self.users.clear()
+
     def ref(self, ray: Any, job: Any, window: int) -> Any:
         """The object-store reference of ``job``'s task's starting files."""
         task_id = job.task.id
