@@ -333,11 +333,11 @@ def test_task_without_eval_command_key_is_unscored(work: Path) -> None:
 
 
 @pytest.mark.parametrize("bad", ["fast", 0, -5, True, float("nan")])
-def test_bad_task_timeout_is_a_user_error_naming_the_task(work: Path, bad: Any) -> None:
-    # Refused when the task is built (before any grading), naming the task and the key.
+def test_bad_task_timeout_is_a_user_error_naming_the_task(bad: Any) -> None:
+    # Refused when the task is built, so no evaluator ever grades it: the constructor alone
+    # sits in the raises block (a grade() call after it could never run).
     with pytest.raises(UserInputError, match=r"task 'slowpoke'.*eval_timeout_sec"):
-        task = TaskSpec(id="slowpoke", metadata={"eval_command": "true", "eval_timeout_sec": bad})
-        CommandEvaluator().grade(task, work)
+        TaskSpec(id="slowpoke", metadata={"eval_command": "true", "eval_timeout_sec": bad})
 
 
 # -- logs and tails ---------------------------------------------------------------------
