@@ -489,6 +489,7 @@ def test_evaluate_with_a_missing_seed_is_unscored(tmp_path: Path) -> None:
 # -- isolation=sandbox (issue 11 item 2) ------------------------------------------
 
 
+@pytest.mark.sandbox
 def test_sandboxed_grade_keeps_the_scoring_contract(work: Path) -> None:
     sandboxed = CommandEvaluator(isolation="sandbox")
     assert sandboxed.grade(make_task("true"), work).native_score == 1.0
@@ -521,6 +522,7 @@ def host_dir() -> Iterator[Path]:
         shutil.rmtree(path, ignore_errors=True)
 
 
+@pytest.mark.sandbox
 def test_sandboxed_grade_cannot_write_outside_reach_the_network_or_read_home(
     work: Path, tmp_path: Path, host_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -20,6 +20,8 @@ from ksi.records import AttemptRecord
 from ksi.rundir.journal import Journal, read_journal
 from tests.run_helpers import journal_lines, ksi, write_tasks
 
+pytestmark = pytest.mark.mounts
+
 #: t2's agent writes 1 MiB files into repo/ until the disk is full; every agent then waits
 #: a little, so the attempts running beside it meet the full disk too.
 AGENT = (

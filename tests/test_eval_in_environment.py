@@ -63,6 +63,7 @@ def _containers(run_dir: Path) -> list[str]:
 DOCKER = ("--environment", "docker", "--image", TEST_IMAGE, "--network", "none")
 
 
+@pytest.mark.docker
 @needs_docker
 def test_the_eval_command_runs_in_a_fresh_container_of_the_image(tmp_path: Path) -> None:
     partial = (
@@ -94,6 +95,7 @@ def test_the_eval_command_runs_in_a_fresh_container_of_the_image(tmp_path: Path)
     assert _containers(tmp_path / "run") == []
 
 
+@pytest.mark.docker
 @needs_docker
 def test_timeout_and_a_missing_shell_in_the_image_are_unscored(tmp_path: Path) -> None:
     records = _run(
@@ -160,6 +162,7 @@ def test_local_spawn_failure_is_unscored_too(tmp_path: Path, shell: str) -> None
     )
 
 
+@pytest.mark.docker
 @needs_docker
 def test_concurrent_attempts_grade_in_their_own_containers(tmp_path: Path) -> None:
     """Attempts of one task graded at once in fresh containers must not collide."""

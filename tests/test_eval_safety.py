@@ -27,7 +27,10 @@ from ksi.environments.local import LocalEnvironment
 from ksi.environments.sandbox import SandboxEnvironment
 from tests.run_helpers import journal_lines, ksi, write_tasks
 
-pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")
+pytestmark = [
+    pytest.mark.sandbox,
+    pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap"),
+]
 
 CHECK = """\
 import json

@@ -34,7 +34,9 @@ SOLVE = (
 )
 
 
-@pytest.mark.parametrize("environment", ["local", "sandbox"])
+@pytest.mark.parametrize(
+    "environment", ["local", pytest.param("sandbox", marks=pytest.mark.sandbox)]
+)
 def test_solves_with_usage_and_turns_as_served(
     tmp_path: Path, environment: str, harbor: HarborValidator
 ) -> None:

@@ -85,6 +85,7 @@ def test_solves_with_usage_cost_and_turns_as_served(
     }
 
 
+@pytest.mark.sandbox
 def test_solves_in_the_sandbox(tmp_path: Path) -> None:
     run = ksi_run_with_mock(
         tmp_path,
