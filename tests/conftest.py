@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import signal
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,6 +27,18 @@ EXAMPLES = ROOT / "examples"
 HOST_MOUNT_MARKERS = ("docker", "sandbox", "mounts")
 #: One lock for the whole machine: every pytest session of this suite, xdist worker or not.
 HOST_MOUNTS_LOCK = Path(tempfile.gettempdir()) / "ksi-tests-host-mounts.lock"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Ctrl-C's signal reaches the tests' processes even when pytest was started ignoring it.
+
+    A shell without job control starts a background command (``pytest &`` in a
+    script) with SIGINT ignored, and every process it starts inherits that: the
+    tests of Ctrl-C (``ksi run`` stopping cleanly and saying how to resume)
+    would then hang or fail. xdist's workers inherit the handler set here.
+    """
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def _touches_host_mounts(item: pytest.Item) -> bool:
