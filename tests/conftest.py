@@ -2,16 +2,13 @@
 
 Also how the suite shares the machine: it runs on pytest-xdist workers
 (``-n auto --dist worksteal``, pyproject.toml), and the tests that start a
-container, mount a filesystem or start bubblewrap never overlap (see
-:func:`pytest_runtest_protocol`).
+container, start bubblewrap or mount a filesystem never overlap
+(:mod:`tests.host_mounts`).
 """
 
 from __future__ import annotations
 
-import fcntl
-import os
 import signal
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,14 +16,12 @@ import pytest
 from atif_validator import HarborValidator, harbor_venv
 
 from ksi.plugins import reset_plugins
+from tests.host_mounts import pytest_runtest_protocol, touches_host_mounts
+
+__all__ = ["pytest_runtest_protocol"]  # a hook: docker, sandbox and mounts tests take turns
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
-
-#: Markers of the tests that start containers, mount a filesystem or start bubblewrap.
-HOST_MOUNT_MARKERS = ("docker", "sandbox", "mounts")
-#: One lock for the whole machine: every pytest session of this suite, xdist worker or not.
-HOST_MOUNTS_LOCK = Path(tempfile.gettempdir()) / "ksi-tests-host-mounts.lock"
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -41,42 +36,17 @@ def pytest_configure(config: pytest.Config) -> None:
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
-def _touches_host_mounts(item: pytest.Item) -> bool:
-    return any(item.get_closest_marker(name) for name in HOST_MOUNT_MARKERS)
-
-
-@pytest.hookimpl(wrapper=True, tryfirst=True)  # outermost: the wait is not in the timeout
-def pytest_runtest_protocol(item: pytest.Item) -> Iterator[object]:
-    """A test marked docker, sandbox or mounts runs holding :data:`HOST_MOUNTS_LOCK`.
-
-    bubblewrap binds the host's whole mount tree when a sandbox starts and fails
-    ("Can't bind mount ... Invalid argument") if a mount appears or vanishes
-    meanwhile, which every container start and stop and every tmpfs mount does.
-    Holding one lock from the test's setup to its teardown, such tests run one
-    after another, on any worker and in any session of this suite on the machine.
-    """
-    if not _touches_host_mounts(item):
-        return (yield)
-    # O_RDONLY: flock needs no write access, so a lock file another user made works too.
-    fd = os.open(HOST_MOUNTS_LOCK, os.O_RDONLY | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        return (yield)
-    finally:
-        os.close(fd)  # closing it releases the lock
-
-
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """On xdist workers, the docker, sandbox and mounts tests first, in their order.
 
     worksteal gives the first worker the first slice of the collection: it runs
     them one after another while the others run the rest, so they seldom wait
-    for :data:`HOST_MOUNTS_LOCK`. Without xdist the order stays the files' order.
+    for :data:`tests.host_mounts.LOCK`. Without xdist the order stays the files' order.
     """
     if not hasattr(config, "workerinput"):
         return
-    items.sort(key=lambda item: not _touches_host_mounts(item))  # stable: order kept within
+    items.sort(key=lambda item: not touches_host_mounts(item))  # stable: order kept within
 
 
 @pytest.fixture(autouse=True)

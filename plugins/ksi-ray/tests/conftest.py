@@ -24,6 +24,11 @@ FAKES = REPO / "tests" / "fakes"
 # The tests use KSI's own test helpers (tests.job_helpers, tests.run_helpers).
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
+
+# A hook: the docker test takes turns with other suites' sandbox tests (.ci/run runs them at once).
+from tests.host_mounts import pytest_runtest_protocol  # noqa: E402
+
+__all__ = ["pytest_runtest_protocol"]
 #: Each worker node's resources: two attempt slots; the third also "has Docker".
 WORKER_RESOURCES = (
     {"ksi_slot": 2},

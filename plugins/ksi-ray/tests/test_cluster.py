@@ -520,6 +520,7 @@ def test_a_node_without_the_agent_cli_is_refused_with_a_warning(
     assert used == {n.node_id for n in sim_cluster.workers}, (caught, sim_cluster.resources)
 
 
+@pytest.mark.docker
 def test_a_real_docker_attempt_runs_on_the_docker_node(sim_cluster: Any, tmp_path: Path) -> None:
     from tests.docker_support import TEST_IMAGE, docker_unavailable
 
