@@ -8,6 +8,7 @@ container, start bubblewrap or mount a filesystem never overlap
 
 from __future__ import annotations
 
+import os
 import signal
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +23,19 @@ __all__ = ["pytest_runtest_protocol"]  # a hook: docker, sandbox and mounts test
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """``-n auto``: one worker more than the cores this process may use.
+
+    A test spends much of its time waiting (on the processes, containers and
+    timeouts it starts), so one worker per core leaves the cores idle part of the
+    time; on 2 cores, 3 workers were clearly faster than 2, 4 no faster than 3.
+    ``PYTEST_XDIST_AUTO_NUM_WORKERS`` still wins.
+    """
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None  # xdist's own hook reads it
+    return len(os.sched_getaffinity(0)) + 1
 
 
 def pytest_configure(config: pytest.Config) -> None:
