@@ -6,7 +6,10 @@ meanwhile, which every container start and stop and every tmpfs mount does.
 So a test marked ``docker``, ``sandbox`` or ``mounts`` runs holding
 :data:`LOCK`, one file for the whole machine: such tests never overlap,
 whichever xdist worker or pytest session (the root suite, a plugin's, another
-checkout's) runs them. ``.ci/run`` takes the same lock (``flock``) around the
+checkout's) runs them. A test marked ``serial`` joins them: one whose timing
+(a Ctrl-C reaching every process, a killed parent's children dying) failed
+when it ran beside them on a loaded machine; taking turns keeps its assertions
+and timeouts as they are. ``.ci/run`` takes the same lock (``flock``) around the
 docker steps it runs beside a suite.
 
 A conftest enables it by importing :func:`pytest_runtest_protocol`.
@@ -22,8 +25,9 @@ from pathlib import Path
 
 import pytest
 
-#: Markers of the tests that start containers, start bubblewrap or mount a filesystem.
-MARKERS = ("docker", "sandbox", "mounts")
+#: Markers of the tests that start containers, start bubblewrap or mount a filesystem,
+#: and of the timing-sensitive tests that take turns with them.
+MARKERS = ("docker", "sandbox", "mounts", "serial")
 LOCK = Path(tempfile.gettempdir()) / "ksi-tests-host-mounts.lock"
 
 
