@@ -8,6 +8,8 @@
 #        .ci/plugin-wheel-check.sh plugins/ksi-arc
 # The plugin's check gets: ROOT (the repository), PLUGIN_DIR, WORK (a scratch directory,
 # removed afterwards), VENV (the fresh venv), KSI (its ksi command).
+# KSI_WHEEL_DIR, if set, holds KSI's wheel built once for several checks (.ci/run runs them
+# at once): it is built there only if none is there yet.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -22,7 +24,15 @@ trap 'rm -rf "$WORK"' EXIT
 log() { echo "[wheel-check $NAME] $*"; }
 
 log "building wheels"
-"$PYTHON" -m pip wheel --quiet --no-deps --wheel-dir "$WORK/dist" "$ROOT" "$PLUGIN_DIR"
+mkdir -p "$WORK/dist"
+if [ -n "${KSI_WHEEL_DIR:-}" ]; then
+    ls "$KSI_WHEEL_DIR"/ksi-*.whl >/dev/null 2>&1 \
+        || "$PYTHON" -m pip wheel --quiet --no-deps --wheel-dir "$KSI_WHEEL_DIR" "$ROOT"
+    cp "$KSI_WHEEL_DIR"/ksi-*.whl "$WORK/dist/"
+else
+    "$PYTHON" -m pip wheel --quiet --no-deps --wheel-dir "$WORK/dist" "$ROOT"
+fi
+"$PYTHON" -m pip wheel --quiet --no-deps --wheel-dir "$WORK/dist" "$PLUGIN_DIR"
 ls "$WORK/dist"
 
 log "installing them into a fresh virtual environment"
