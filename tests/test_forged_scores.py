@@ -43,7 +43,10 @@ ISOLATIONS = [
     pytest.param(
         "sandbox",
         id="sandbox",
-        marks=pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap"),
+        marks=[
+            pytest.mark.sandbox,
+            pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap"),
+        ],
     ),
 ]
 

@@ -138,6 +138,7 @@ def test_home_under_tmp_still_lets_codex_run_commands(tmp_path: Path, home_under
     assert (home_under_tmp / ".codex" / "sessions").is_dir()  # it kept its own home
 
 
+@pytest.mark.sandbox
 @needs_bwrap
 def test_its_own_sandbox_that_cannot_start_is_an_agent_error_naming_the_fix(
     tmp_path: Path,
