@@ -9,8 +9,8 @@ whichever xdist worker or pytest session (the root suite, a plugin's, another
 checkout's) runs them. A test marked ``serial`` joins them: one whose timing
 (a Ctrl-C reaching every process, a killed parent's children dying) failed
 when it ran beside them on a loaded machine; taking turns keeps its assertions
-and timeouts as they are. ``.ci/run`` takes the same lock (``flock``) around the
-docker steps it runs beside a suite.
+and timeouts as they are. ``.ci/wheel-check/ksi-harbor.sh`` takes the same lock (``flock``)
+around the containers it starts beside other checks.
 
 A conftest enables it by importing :func:`pytest_runtest_protocol`.
 """

@@ -17,6 +17,13 @@ log "validating the example tasks"
 "$KSI" tasks validate "$ROOT/plugins/ksi-harbor/examples" --task-source harbor
 
 log "running the oracle on the example tasks in docker"
+# Containers start and stop from here on: under the host-mounts lock, as the tests marked
+# docker run (tests/host_mounts.py), so a bubblewrap sandbox another suite starts meanwhile
+# never meets a mount appearing (.ci/run runs this check beside others). Released at exit.
+lock="${TMPDIR:-/tmp}/ksi-tests-host-mounts.lock"
+[ -e "$lock" ] || : > "$lock"
+exec 9< "$lock"
+flock 9
 bash "$ROOT/.ci/build-test-images.sh"
 "$KSI" run --task-source harbor --tasks-path "$ROOT/plugins/ksi-harbor/examples" \
     --agent oracle --environment docker --environment-option user=image --network none \
