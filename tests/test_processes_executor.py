@@ -178,6 +178,19 @@ def _children(pid: int) -> list[int]:
     return found
 
 
+def _stats(pids: list[int]) -> dict[int, str]:
+    """What /proc says of each (its state, parent, signals): why it did not die is there."""
+    found = {}
+    for pid in pids:
+        try:
+            status = Path(f"/proc/{pid}/status").read_text().splitlines()
+        except OSError:
+            continue
+        keep = ("State", "PPid", "SigPnd", "ShdPnd", "SigBlk", "SigIgn")
+        found[pid] = "; ".join(line for line in status if line.split(":")[0] in keep)
+    return found
+
+
 def _running(pid: int) -> bool:
     """Alive and not a zombie (an orphan's zombie may wait for a reaper here)."""
     try:
@@ -216,7 +229,8 @@ def test_workers_die_with_a_killed_ksi(tmp_path: Path) -> None:
         deadline = time.monotonic() + 10
         while any(_running(pid) for pid in workers) and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert not [pid for pid in workers if _running(pid)], "a worker outlived ksi"
+        alive = [pid for pid in workers if _running(pid)]
+        assert not alive, f"a worker outlived ksi: {_stats(alive)}"
     finally:
         for pid in pids_with_marker(marker):
             os.kill(pid, signal.SIGKILL)
