@@ -324,6 +324,7 @@ class _ProbeAgent(CommandAgent):
         return super().invocation(ctx)
 
 
+@pytest.mark.sandbox  # host grading runs in bubblewrap
 def test_an_environment_that_does_not_say_is_taken_as_not_isolating(
     tmp_path: Path, ksi_plugin: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -524,6 +524,7 @@ def test_forum_sessions_run_in_worker_processes(tmp_path: Path) -> None:
     assert solved_per_generation(summary) == [1, 2]
 
 
+@pytest.mark.sandbox
 @needs_bwrap
 def test_forum_sessions_run_in_the_sandbox_environment(tmp_path: Path) -> None:
     summary = demo(

@@ -422,6 +422,7 @@ def test_the_scaffold_pins_the_range_compatibility_md_recommends(tmp_path: Path)
     assert f'"{pin.group(1)}"' in pyproject
 
 
+@pytest.mark.docker
 def test_docker_without_an_image_tells_a_custom_task_user_to_pass_image(tmp_path: Path) -> None:
     """The custom format has no image field: the fix offered is --image, not task metadata."""
     from docker_support import docker_unavailable
