@@ -128,6 +128,12 @@ class MockRun:
     def attempt_file(self, name: str) -> Path:
         return self.run_dir / self.record["attempt_dir"] / name
 
+    def attempt_log(self, name: str) -> str:
+        """A log of the attempt as text; a stream that printed nothing leaves no file, which
+        reads as empty (the capture contract in docs/capture.md)."""
+        path = self.attempt_file(name)
+        return path.read_text(errors="replace") if path.exists() else ""
+
     def trajectory(self) -> dict[str, Any]:
         """The attempt's ``trajectory.json`` (ATIF) as written."""
         path = self.attempt_file("trajectory.json")

@@ -132,9 +132,7 @@ def test_home_under_tmp_still_lets_codex_run_commands(tmp_path: Path, home_under
     assert (rec["status"], rec["score"], rec["agent_status"]) == ("scored", 1.0, "completed"), (
         run.describe()
     )
-    assert (
-        "Refusing to create helper binaries" not in run.attempt_file("agent.stderr.log").read_text()
-    )
+    assert "Refusing to create helper binaries" not in run.attempt_log("agent.stderr.log")
     assert (home_under_tmp / ".codex" / "sessions").is_dir()  # it kept its own home
 
 
