@@ -217,6 +217,7 @@ def test_a_hostile_attempt_shows_its_text_and_runs_no_script(
     try:
         page.click("#r0-table a.task-link >> nth=4")
         task = page.locator("details.task[open]")
+        task.first.wait_for(state="attached")  # opened on "hashchange", after the click returns
         assert task.count() == 1
         assert EVIL_ID in task.locator("summary").first.inner_text()
         page.evaluate(
