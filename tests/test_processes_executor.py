@@ -217,7 +217,8 @@ def test_workers_die_with_a_killed_ksi(tmp_path: Path) -> None:
     )
     # fmt: on
     try:
-        wait_for_agents(marker, 2, timeout=60)
+        # ksi itself (the marker is in its arguments) and both agents: each worker holds a job
+        wait_for_agents(marker, 3, timeout=60)
         workers = [
             pid
             for pid in _children(ksi_proc.pid)
@@ -226,13 +227,79 @@ def test_workers_die_with_a_killed_ksi(tmp_path: Path) -> None:
         assert len(workers) == 2
         ksi_proc.kill()
         ksi_proc.wait()
-        deadline = time.monotonic() + 10
-        while any(_running(pid) for pid in workers) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        alive = [pid for pid in workers if _running(pid)]
+        alive = _wait_for_the_end_of(workers)
         assert not alive, f"a worker outlived ksi: {_stats(alive)}"
     finally:
         for pid in pids_with_marker(marker):
             os.kill(pid, signal.SIGKILL)
         ksi_proc.kill()
         ksi_cli("cleanup", str(run_dir))  # the killed run's cgroups
+
+
+def _wait_for_the_end_of(workers: list[int]) -> list[int]:
+    """Those of ``workers`` still running after a generous wait (a loaded machine is slow to
+    schedule a dying process; one that missed its parent's death runs its 1000 s agent)."""
+    deadline = time.monotonic() + 60
+    while any(_running(pid) for pid in workers) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return [pid for pid in workers if _running(pid)]
+
+
+#: A ``sitecustomize`` that holds each starting worker, before KSI is imported, until its
+#: first job is in its pipe (it says so in a file) and then until its driver is gone.
+_HOLD_WORKER_STARTUP = """
+import os, select, sys, time
+if "KSI_WORKER_SYS_PATH" in os.environ:  # a processes-executor worker, starting up
+    parent = os.getppid()
+    select.select([int(sys.argv[1])], [], [])  # argv[1]: its job pipe
+    open(os.path.join(os.environ["HELD_WORKERS_DIR"], str(os.getpid())), "w").close()
+    while os.getppid() == parent:
+        time.sleep(0.05)
+"""
+
+
+@pytest.mark.serial  # timing: as the test above
+def test_a_worker_still_starting_when_ksi_is_killed_does_not_run_its_job(tmp_path: Path) -> None:
+    """The first job is in the pipe before the worker's interpreter is up (seconds on a loaded
+    machine), before it can ask for the parent-death signal: if ``ksi`` is killed meanwhile,
+    the worker ends instead of running the attempt with nobody to report to."""
+    marker = f"ksi-pdeath-{uuid.uuid4().hex}"
+    run_dir = tmp_path / "run"
+    hooks, held = tmp_path / "hooks", tmp_path / "held"
+    hooks.mkdir()
+    held.mkdir()
+    (hooks / "sitecustomize.py").write_text(_HOLD_WORKER_STARTUP)
+    python_path = [str(hooks), *filter(None, [os.environ.get("PYTHONPATH")])]
+    # fmt: off
+    ksi_proc = subprocess.Popen(
+        [
+            sys.executable, "-m", "ksi", "run", str(_tasks(tmp_path, 2)),
+            "--agent", "command", "--agent-option", f"cmd=sleep 1000 # {marker}",
+            "--executor", "processes", "--concurrency", "2", "--run-dir", str(run_dir),
+        ],
+        env={
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join(python_path),
+            "HELD_WORKERS_DIR": str(held),
+        },
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    # fmt: on
+    try:
+        deadline = time.monotonic() + 60
+        while len(list(held.iterdir())) < 2:
+            assert ksi_proc.poll() is None, "ksi ended before its workers had a job"
+            assert time.monotonic() < deadline, "the workers were never given a job"
+            time.sleep(0.05)
+        workers = [int(path.name) for path in held.iterdir()]
+        ksi_proc.kill()
+        ksi_proc.wait()
+        alive = _wait_for_the_end_of(workers)
+        assert not alive, f"a worker outlived ksi: {_stats(alive)}"
+        assert pids_with_marker(marker) == [], "a worker ran its attempt after ksi was killed"
+    finally:
+        for pid in pids_with_marker(marker):
+            os.kill(pid, signal.SIGKILL)
+        ksi_proc.kill()
+        ksi_cli("cleanup", str(run_dir))  # the killed run's cgroups, if an attempt started

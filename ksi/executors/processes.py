@@ -51,11 +51,13 @@ _DEATH_WAIT_SEC = 5.0
 if TYPE_CHECKING:  # imported when a run starts workers: every `ksi run` registers this module
     from multiprocessing.connection import Connection
 
-#: What the worker process runs: :func:`serve` on the two pipe descriptors, with the
-#: driver's ``sys.path`` (set before KSI is imported: a source checkout, a test's paths).
+#: What the worker process runs: :func:`serve` on the two pipe descriptors and the driver's
+#: pid, with the driver's ``sys.path`` (set before KSI is imported: a source checkout, a
+#: test's paths).
 _WORKER_CODE = (
     "import os, sys; sys.path[:] = os.environ.pop('KSI_WORKER_SYS_PATH').split(os.pathsep); "
-    "from ksi.executors.processes import serve; serve(int(sys.argv[1]), int(sys.argv[2]))"
+    "from ksi.executors.processes import serve; "
+    "serve(int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]))"
 )
 
 
@@ -82,7 +84,7 @@ def _start_worker() -> _Worker:
     rec_r, rec_w = os.pipe()
     try:
         proc = subprocess.Popen(
-            [sys.executable, "-c", _WORKER_CODE, str(job_r), str(rec_w)],
+            [sys.executable, "-c", _WORKER_CODE, str(job_r), str(rec_w), str(os.getpid())],
             pass_fds=(job_r, rec_w),
             stdin=subprocess.DEVNULL,
             # A plugin's print() must not land in the driver's stdout (a report may be there).
@@ -256,22 +258,31 @@ def _cancel_in_thread(session_id: str) -> None:
     threading.Thread(target=cancel_session, args=(session_id,), daemon=True).start()
 
 
-def _die_with_parent() -> None:
-    """SIGKILL this worker when the driver dies (Linux), as its threads would die with it."""
-    parent = os.getppid()
+def _die_with_parent(driver: int) -> None:
+    """SIGKILL this worker when the driver dies (Linux), as its threads would die with it.
+
+    The signal is only asked for once the interpreter has started, which under
+    load takes seconds, and the driver writes the first job into the pipe
+    without waiting: a driver killed meanwhile would leave a worker that runs
+    that job with nobody to report to. Its parent is then no longer the driver
+    (an orphan's parent is a subreaper or init), so it ends here instead.
+    """
     with contextlib.suppress(Exception):
         # start-up: listing components imports this module; this only when used
         import ctypes
 
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    if os.getppid() != parent:  # the driver died before the signal was asked for
+    if os.getppid() != driver:  # the driver died before the signal was asked for
         os._exit(1)
 
 
-def serve(job_fd: int, record_fd: int) -> None:
-    """A worker's loop: read a pickled job, run it, write back ``(record, error)``."""
+def serve(job_fd: int, record_fd: int, driver: int) -> None:
+    """A worker's loop: read a pickled job, run it, write back ``(record, error)``.
+
+    ``driver`` is the pid of the process that started this worker.
+    """
     global _current_session
-    _die_with_parent()
+    _die_with_parent(driver)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the driver's to handle
     signal.signal(signal.SIGUSR1, _on_cancel)
     # start-up: listing components imports this module; this only when used
