@@ -427,14 +427,22 @@ def test_stragglers_killed_in_their_own_session_are_reaped(handle: LocalHandle) 
 
 def _escaping_agent(marker: str) -> Invocation:
     """Double fork, a process group of its own (no setsid) and an empty environment: the
-    sleeper carries no tag, is in no group KSI knows, and holds the agent's stdout."""
+    sleeper carries no tag, is in no group KSI knows, and holds the agent's stdout.
+
+    The agent ends only once the escape is complete: until its ``execve`` the sleeper
+    still carries the tag, and KSI finds it by it (on a loaded machine it may not have
+    run yet when the agent exits). The pipe's write end closes on that exec.
+    """
     script = (
         "import os\n"
+        "r, w = os.pipe()\n"  # not inherited across exec
         "if os.fork() == 0:\n"
         "    os.setpgid(0, 0)\n"
         "    if os.fork() == 0:\n"
         f"        os.execve({shutil.which('sleep')!r}, ['sleep', '{marker}'], {{}})\n"
         "    os._exit(0)\n"
+        "os.close(w)\n"
+        "os.read(r, 1)\n"  # end of file: the sleeper's exec closed the last write end
         "os.wait()\n"
         "print('started', flush=True)\n"
     )
