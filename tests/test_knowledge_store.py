@@ -173,6 +173,43 @@ def test_two_real_runs_writing_one_store_at_once_lose_nothing(tmp_path: Path) ->
         assert received == [(given,)]
 
 
+# Each process opens store <round>.sqlite when the round's slot starts, all at once (it
+# sleeps to 2 ms before the slot, then spins, so they wake together on a busy machine).
+_OPEN_AT_ONCE = """
+import sys, time
+from pathlib import Path
+from ksi.knowledge.db import KnowledgeDB
+folder, start, rounds = Path(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3])
+for n in range(rounds):
+    slot = start + n * 0.03
+    time.sleep(max(0.0, slot - 0.002 - time.time()))
+    while time.time() < slot:
+        pass
+    KnowledgeDB.open(folder / f"{n}.sqlite").close()
+"""
+
+
+def test_processes_creating_one_new_store_at_once_all_open_it(tmp_path: Path) -> None:
+    # Two runs started together on a new --knowledge-db: one may see the other's tables
+    # half-way through its check, or be told "database is locked" switching to WAL.
+    start, rounds = time.time() + 2, 150
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _OPEN_AT_ONCE, str(tmp_path), str(start), str(rounds)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(4)
+    ]
+    for proc in procs:
+        out, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, out + err
+    for n in range(rounds):
+        assert store_rows(tmp_path / f"{n}.sqlite", "PRAGMA user_version") == [(SCHEMA_VERSION,)]
+        assert store_rows(tmp_path / f"{n}.sqlite", "PRAGMA journal_mode") == [("wal",)]
+
+
 # -- kill -9 during a store write --------------------------------------------------------
 
 

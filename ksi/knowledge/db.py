@@ -52,6 +52,7 @@ from ksi.knowledge.db_schema import (
     StoreUnusable,
     checked_connection,
     scope,
+    use_wal,
 )
 from ksi.knowledge.db_write import insert_generation
 from ksi.knowledge.models import AttemptEvidence, Knowledge, Note
@@ -154,10 +155,7 @@ class KnowledgeDB:
 
     def _migrate(self) -> None:
         # WAL: readers never block the writer, and a kill -9 loses no committed write.
-        # Changing the mode needs no other connection in the middle of a write: it waits.
-        mode = self.conn.execute("PRAGMA journal_mode").fetchone()[0]
-        if str(mode).lower() != "wal":
-            self.conn.execute("PRAGMA journal_mode = WAL")
+        use_wal(self.conn, self.path)
         # NORMAL in WAL mode: a committed transaction survives a killed process; only a
         # power cut may lose the last ones, which the run's own files (journal, notes)
         # still hold and the next session writes again.

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import sqlite3
+import time
 from pathlib import Path
 
 from ksi.errors import RunError, UserInputError
@@ -216,8 +217,13 @@ def checked_connection(path: Path, *, readonly: bool) -> tuple[sqlite3.Connectio
     this KSI can use (or a new, empty file)."""
     try:
         conn = _connect(path, readonly=readonly)
-        version = int(conn.execute("PRAGMA user_version").fetchone()[0])
-        tables = int(conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0])
+        # One statement, so one snapshot: read apart, another process creating the store
+        # could commit its tables between them (version 0 and tables: "something else").
+        row = conn.execute(
+            "SELECT (SELECT user_version FROM pragma_user_version),"
+            " (SELECT count(*) FROM sqlite_master)"
+        ).fetchone()
+        version, tables = int(row[0]), int(row[1])
     except sqlite3.DatabaseError as exc:
         raise StoreUnusable(f"{path}: not a knowledge store ({exc})") from exc
     problem = ""
@@ -237,3 +243,28 @@ def checked_connection(path: Path, *, readonly: bool) -> tuple[sqlite3.Connectio
         conn.close()
         raise StoreUnusable(f"{path}: {problem}")
     return conn, version
+
+
+def use_wal(conn: sqlite3.Connection, path: Path) -> None:
+    """Put the store in WAL mode (a file's mode, set once by whichever process comes first).
+
+    SQLite answers a mode change with "database is locked" at once, without
+    waiting out the busy timeout, while another connection uses the file (two
+    runs creating one ``--knowledge-db`` together): the change is tried again
+    until the timeout, and a mode another process set meanwhile is as good.
+    """
+    deadline = time.monotonic() + BUSY_TIMEOUT_SEC
+    while True:
+        try:
+            if str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":
+                conn.execute("PRAGMA journal_mode = WAL")  # in memory: stays "memory"
+            return
+        except sqlite3.OperationalError as exc:
+            if exc.sqlite_errorcode & 0xFF != sqlite3.SQLITE_BUSY:
+                raise
+            if time.monotonic() >= deadline:
+                raise StoreBusy(
+                    f"{path}: could not switch it to WAL mode ({exc}) for "
+                    f"{BUSY_TIMEOUT_SEC:.0f} s; another process holds it"
+                ) from exc
+        time.sleep(0.01)
