@@ -22,6 +22,7 @@ from cattrs.cols import (
     mapping_structure_factory,
 )
 
+from ksi.errors import UserInputError
 from ksi.fileops import write_json_atomic as write_json_atomic  # importable here too, as before
 from ksi.models import EvalResult
 
@@ -44,7 +45,7 @@ def from_data(data: Any, cls: type[T]) -> T:
     return converter.structure(data, cls)
 
 
-class WrongType(ValueError):
+class WrongType(UserInputError, ValueError):
     """A value of another JSON type than its field's (cattrs adds the type it expected)."""
 
     def __init__(self, value: Any, wanted: str) -> None:

@@ -37,6 +37,7 @@ from typing import Any, Protocol
 
 import attrs
 
+from ksi.errors import KsiError
 from ksi.fileops import append_line_durably
 from ksi.fstree import open_dir_inside, open_file_inside
 from ksi.layout import task_dirname
@@ -194,7 +195,7 @@ def posts_of(sessions: Iterable[ForumSession]) -> list[Post]:
 _strict = strict_converter(forbid_extra_keys=True)
 
 
-class PostRefused(Exception):
+class PostRefused(KsiError):
     """Why a post file is not kept (the reason a person reads)."""
 
 
