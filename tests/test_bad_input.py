@@ -74,46 +74,37 @@ def _limited_ksi(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_a_billion_attempts_is_refused_at_once_naming_the_bound(tmp_path: Path) -> None:
+def _refused_by_every_interface(tmp_path: Path, key: str, value: int, bound: int) -> None:
+    """``--KEY VALUE``, ``KEY = VALUE`` in run.toml and ``ksi.run(KEY=VALUE)`` each stop at
+    once naming the bound, and leave nothing behind (no run directory)."""
     tasks = _tasks(tmp_path)
+    flag = f"--{key}"
     res = _limited_ksi(
-        "run", str(tasks), "--agent", "nop", "--attempts", "1000000000", "--dry-run", cwd=tmp_path
+        "run", str(tasks), "--agent", "nop", flag, str(value), "--dry-run", cwd=tmp_path
     )
-    _refused(res, "--attempts", "10000")
+    _refused(res, flag, str(bound))
     toml = tmp_path / "run.toml"
-    toml.write_text('agent = "nop"\nattempts = 1000000000\n')
+    toml.write_text(f'agent = "nop"\n{key} = {value}\n')
     _refused(
         _limited_ksi("run", str(tasks), "-c", str(toml), "--dry-run", cwd=tmp_path),
         "run.toml",
-        "attempts",
-        "10000",
+        key,
+        str(bound),
     )
-    bound = "attempts: expected an integer <= 10000, got 1000000000"
-    with pytest.raises(UserInputError, match=bound):
-        ksi_api.run(str(tasks), agent="nop", attempts=10**9, run_dir=tmp_path / "api")
+    message = f"{key}: expected an integer <= {bound}, got {value}"
+    with pytest.raises(UserInputError, match=message):
+        ksi_api.run(str(tasks), agent="nop", run_dir=tmp_path / "api", **{key: value})
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run.toml", "tasks.jsonl"]
+
+
+def test_a_billion_attempts_is_refused_at_once_naming_the_bound(tmp_path: Path) -> None:
+    _refused_by_every_interface(tmp_path, "attempts", 10**9, 10000)
 
 
 def test_a_million_generations_is_refused_by_every_interface_naming_the_bound(
     tmp_path: Path,
 ) -> None:
-    tasks = _tasks(tmp_path)
-    res = _limited_ksi(
-        "run", str(tasks), "--agent", "nop", "--generations", "1000000", "--dry-run", cwd=tmp_path
-    )  # fmt: skip
-    _refused(res, "--generations", "1000")
-    toml = tmp_path / "run.toml"
-    toml.write_text('agent = "nop"\ngenerations = 1000000\n')
-    _refused(
-        _limited_ksi("run", str(tasks), "-c", str(toml), "--dry-run", cwd=tmp_path),
-        "run.toml",
-        "generations",
-        "1000",
-    )
-    bound = "generations: expected an integer <= 1000, got 1000000"
-    with pytest.raises(UserInputError, match=bound):
-        ksi_api.run(str(tasks), agent="nop", generations=10**6, run_dir=tmp_path / "api")
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.toml", "tasks.jsonl"]
+    _refused_by_every_interface(tmp_path, "generations", 10**6, 1000)
     res = _limited_ksi("run", "--help", cwd=tmp_path)
     assert "Generations to run, at most 1000;" in " ".join(res.stdout.split())
 
