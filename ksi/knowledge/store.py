@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 import attrs
-import cattrs
 
 from ksi.errors import UserInputError
 from ksi.knowledge.models import Knowledge, Note
@@ -32,6 +31,7 @@ from ksi.serialization import (
     lone_surrogate_path,
     strict_converter,
     to_data,
+    validation_problems,
     write_json_atomic,
 )
 
@@ -96,13 +96,6 @@ def clear_unfinished(run_dir: Path) -> None:
                 shutil.rmtree(p, ignore_errors=True)
 
 
-def _problems(exc: Exception) -> list[str]:
-    """What is wrong with data cattrs refused, each addressed by its JSON path."""
-    if isinstance(exc, cattrs.BaseValidationError):
-        return list(cattrs.transform_error(exc, path="$"))
-    return [str(exc)]
-
-
 class KnowledgeUnreadable(UserInputError):
     """A stored generation's ``notes.json`` that cannot be read (edited, truncated)."""
 
@@ -121,8 +114,9 @@ def read_knowledge(run_dir: Path, generation: int) -> Knowledge | None:
     except FileNotFoundError:
         return None
     except Exception as exc:  # OSError, JSON, UTF-8, or a shape cattrs refuses
+        problems = "; ".join(validation_problems(exc))
         raise KnowledgeUnreadable(
-            f"{path}: unreadable ({'; '.join(_problems(exc))}); it holds generation {generation}'s "
+            f"{path}: unreadable ({problems}); it holds generation {generation}'s "
             f"notes. Restore it, or delete {path.parent} so that a resume distils generation "
             f"{generation} again"
         ) from exc
@@ -191,7 +185,8 @@ def load_bundle(path: Path) -> tuple[Bundle, str]:
         bundle = _strict.structure(data, Bundle)
     except Exception as exc:
         raise UserInputError(
-            f"{path}: not a valid knowledge bundle:\n" + "\n".join(f"  {p}" for p in _problems(exc))
+            f"{path}: not a valid knowledge bundle:\n"
+            + "\n".join(f"  {p}" for p in validation_problems(exc))
         ) from exc
     bad = lone_surrogate_path(data)
     if bad is not None:
