@@ -241,6 +241,28 @@ def test_a_task_source_takes_options_and_adds_its_own_flags(
     assert bad.returncode == 2 and "prefx" in bad.stderr and "prefix" in bad.stderr
 
 
+def test_regrade_loads_the_tasks_with_the_runs_task_source_options(
+    site: Site,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """A run whose task ids come from a source option regrades every attempt (not none)."""
+    site.add("ksi-fake-source", "ksi_fake_source", ep_name="prefixed")
+    tasks = tmp_path / "tasks.jsonl"
+    flag = tmp_path / "flag"
+    tasks.write_text(
+        json.dumps({"task_id": "t", "prompt": "p", "eval": {"command": f"test -f {flag}"}}) + "\n"
+    )
+    args = ["run", str(tasks), "--agent", "nop", "--task-source", "prefixed", "--run-dir", "r1"]
+    proc = ksi_cli(*args, "--prefix", "flag", env=site.env(), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "solved: 0/1" in proc.stdout
+    flag.touch()
+    regrade = ksi_cli("regrade", "r1", env=site.env(), cwd=tmp_path)
+    assert regrade.returncode == 0, regrade.stderr
+    assert "solved: 1/1" in regrade.stdout
+    assert "not regraded" not in regrade.stderr
+
+
 def test_check_and_grade_take_the_task_sources_options(
     site: Site,  # noqa: F811
     tmp_path: Path,

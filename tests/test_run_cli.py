@@ -167,6 +167,23 @@ def test_regrade_grades_captured_repos_again(tmp_path: Path) -> None:
     assert "solved: 1/1" in ksi("report", str(tmp_path / "r")).stdout
 
 
+def test_regrade_names_the_attempts_whose_task_left_the_tasks_file(tmp_path: Path) -> None:
+    """Fewer attempts regraded than the run has is said, with the tasks it concerns."""
+    ids = ["keep", "gone-1", "gone-2"]
+    tasks = write_tasks(tmp_path / "t.jsonl", [{"task_id": t, "prompt": "p"} for t in ids])
+    run = ksi(
+        "run", str(tasks), "--agent", "nop", "--attempts", "2", "--run-dir", str(tmp_path / "r")
+    )
+    assert run.returncode == 0, run.stderr
+    write_tasks(tasks, [{"task_id": "keep", "prompt": "p"}])
+    regrade = ksi("regrade", str(tmp_path / "r"))
+    assert regrade.returncode == 0, regrade.stderr
+    regraded = [r["task_id"] for r in journal_lines(tmp_path / "r") if r.get("regraded_at")]
+    assert regraded == ["keep", "keep"]
+    assert "4 attempt(s) of 2 task(s) not regraded" in regrade.stderr
+    assert "gone-1, gone-2" in regrade.stderr and str(tasks) in regrade.stderr
+
+
 def test_check_lists_broken_tasks(tmp_path: Path) -> None:
     tasks = write_tasks(
         tmp_path / "t.jsonl",

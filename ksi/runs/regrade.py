@@ -55,7 +55,8 @@ def regrade_run(
             f"{run_dir}: the run was started from Python with in-memory tasks; "
             "regrade needs a tasks file"
         )
-    source = get_task_source(config.task_source)
+    # The source as the run built it: a plugin source's options may decide the task ids.
+    source = get_task_source(config.task_source, config.task_source_options)
     tasks = {t.id: t for t in source.load(Path(tasks_path))}
     name = evaluator or config.evaluator or source.default_evaluator
     # The run's evaluator options belong to the run's evaluator, not to another one.
@@ -74,13 +75,17 @@ def regrade_run(
     grader = configure_host_grading(grader, isolation=isolation, pass_env=names)
     # A run still going would append to the same journal while we read it.
     skipped: list[str] = []
+    gone: dict[str, int] = {}
     regraded = 0
     with layout.lock_exclusive():
         journal = Journal(layout.journal)
         try:
             for rec in latest_by_attempt(read_records(layout.journal)).values():
-                task = tasks.get(rec.task_id) if rec.task_id in wanted else None
+                if rec.task_id not in wanted:
+                    continue
+                task = tasks.get(rec.task_id)
                 if task is None:
+                    gone[rec.task_id] = gone.get(rec.task_id, 0) + 1
                     continue
                 gradable, why_not = _captured_inside(layout.root, rec)
                 if why_not:
@@ -102,7 +107,26 @@ def regrade_run(
             "directory is outside the run or reached through a symlink, and a run directory "
             "from elsewhere must not have other files graded; restore the attempt directories"
         )
+    if gone:
+        skipped.append(_missing_tasks_warning(gone, tasks_path))
     return attrs.evolve(summary, warnings=(*summary.warnings, *skipped))
+
+
+MAX_TASKS_NAMED = 10
+
+
+def _missing_tasks_warning(gone: Mapping[str, int], tasks_path: str) -> str:
+    """The attempts left as they were because their task is no longer in the tasks file
+    (removed, renamed, or another file at that path): fewer regraded attempts than the run
+    has must never pass unsaid."""
+    ids = sorted(gone)
+    named = ", ".join(ids[:MAX_TASKS_NAMED])
+    more = f" and {len(ids) - MAX_TASKS_NAMED} more" if len(ids) > MAX_TASKS_NAMED else ""
+    return (
+        f"ksi regrade: {sum(gone.values())} attempt(s) of {len(ids)} task(s) not regraded: "
+        f"their task is no longer in {tasks_path}: {named}{more}; they keep their old "
+        "records (restore the tasks in the file to regrade them)"
+    )
 
 
 def _captured_inside(root: Path, rec: AttemptRecord) -> tuple[bool, str]:
