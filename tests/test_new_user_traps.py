@@ -242,6 +242,52 @@ def test_python_api_suggests_the_option_meant() -> None:
         ksi_api.run([], agent="nop", attemps=2)
 
 
+def test_python_api_takes_one_tasks_path_and_records_it_like_the_cli(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``ksi.run(a, tasks_path=b)`` ran b without a word; ``ksi run a --tasks-path b`` refuses."""
+    import ksi as ksi_api
+    from ksi.errors import KsiError
+    from ksi.models import TaskSpec
+
+    a = write_tasks(tmp_path / "a.jsonl", [{"task_id": "a", "prompt": "p"}])
+    b = write_tasks(tmp_path / "b.jsonl", [{"task_id": "b", "prompt": "p"}])
+    cli = ksi(
+        "run", str(a), "--tasks-path", str(b), "--agent", "nop", "--run-dir", str(tmp_path / "c")
+    )
+    assert (
+        cli.returncode == 2
+        and f"two tasks paths: {str(a)!r} and --tasks-path {str(b)!r}" in cli.stderr
+    )
+    with pytest.raises(
+        KsiError, match=f"two tasks paths: {str(a)!r} and tasks_path= {str(b)!r}; give one"
+    ):
+        ksi_api.run(str(a), agent="nop", tasks_path=str(b), run_dir=tmp_path / "py")
+    assert not (tmp_path / "py").exists()
+
+    # A relative path is recorded as the CLI records it, so a resume elsewhere finds it.
+    monkeypatch.chdir(tmp_path)
+    ksi_api.run("a.jsonl", agent="nop", tasks_path="a.jsonl", run_dir=tmp_path / "py")
+    assert json.loads((tmp_path / "py" / "run.json").read_text())["config"]["tasks_path"] == str(a)
+    other = tmp_path / "elsewhere"
+    other.mkdir()
+    resumed = ksi(
+        "run", "--resume", "--run-dir", str(tmp_path / "py"), "--attempts", "2", cwd=other
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    assert len(journal_lines(tmp_path / "py")) == 2
+    # In-memory tasks naming their file: `ksi regrade` from elsewhere reloads it.
+    ksi_api.run(
+        [TaskSpec(id="a", prompt="p")], agent="nop", tasks_path="a.jsonl", run_dir=tmp_path / "m"
+    )
+    regrade = ksi("regrade", str(tmp_path / "m"), cwd=other)
+    assert regrade.returncode == 0, regrade.stderr
+    assert [bool(r.get("regraded_at")) for r in journal_lines(tmp_path / "m")] == [
+        False,
+        True,
+    ]
+
+
 def test_option_errors_speak_the_callers_interface_with_a_suggestion(tmp_path: Path) -> None:
     """Issue 28 #11: Python callers read their keyword, CLI users their flag; both a hint."""
     import ksi as ksi_api

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from ksi.errors import KsiError, KsiWarning, UserInputError
+from ksi.tasks.paths import one_tasks_path
 from ksi.text import printable
 
 if TYPE_CHECKING:
@@ -64,11 +65,7 @@ TasksArg = Annotated[
 
 def tasks_path_of(tasks: Path | None, tasks_path: Path | None) -> Path | None:
     """TASKS or ``--tasks-path`` (the same thing): both, and different, is a mistake."""
-    if tasks is not None and tasks_path is not None and tasks != tasks_path:
-        raise UserInputError(
-            f"two tasks paths: {str(tasks)!r} and --tasks-path {str(tasks_path)!r}; give one"
-        )
-    return tasks if tasks is not None else tasks_path
+    return one_tasks_path(tasks, tasks_path, spelled="--tasks-path")
 
 
 def require_tasks_path(tasks: Path | None, tasks_path: Path | None, command: str) -> Path:

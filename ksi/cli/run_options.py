@@ -40,6 +40,7 @@ from ksi.rundir.run_option import (
     option_of,
     options_of,
 )
+from ksi.tasks.paths import recorded_tasks_path
 from ksi.tasks.selection import split_patterns
 
 
@@ -206,13 +207,6 @@ def run_parameters() -> list[inspect.Parameter]:
     return params
 
 
-def _tasks_path_value(path: Path | None) -> str | None:
-    """The tasks path as the run records it (:attr:`Form.TASKS`)."""
-    if path is None:
-        return None
-    return str(path.resolve()) if path.exists() else str(path)
-
-
 def check_choice(flag: str, value: str, choices: tuple[str, ...]) -> str:
     """``value``, or a :class:`UserInputError` naming ``flag`` and the choices."""
     if value not in choices:
@@ -235,7 +229,7 @@ def _value(field: attrs.Attribute[Any], opt: RunOption, given: Any) -> Any:
     if form is Form.PATH:
         return str(given.resolve()) if given else None
     if form is Form.TASKS:
-        return _tasks_path_value(given)
+        return recorded_tasks_path(given)
     if form is Form.TRUE_FALSE:
         try:
             return parse_bool(given)

@@ -20,6 +20,7 @@ from ksi.records import RunSummary
 from ksi.rundir.config import RunConfig
 from ksi.runs.driver import Driver
 from ksi.runs.progress import Progress
+from ksi.tasks.paths import one_tasks_path, recorded_tasks_path
 
 
 def default_run_dir(runs_root: str | Path = "runs", run_name: str | None = None) -> Path:
@@ -76,10 +77,15 @@ def run(
         raise UserInputError(_unknown_options(unknown, known | own))
     given_tasks: list[TaskSpec] | None = None
     tasks_path: str | None = None
+    # `tasks_path=` is a RunConfig field too: the same rule as TASKS and --tasks-path.
+    other_path = options.pop("tasks_path", None)
     if isinstance(tasks, (str, Path)):
-        tasks_path = str(tasks)
+        tasks_path = recorded_tasks_path(one_tasks_path(tasks, other_path, spelled="tasks_path="))
     else:
+        # In-memory tasks may name the file `ksi regrade` reloads them from.
         given_tasks = list(tasks)
+        if other_path is not None:
+            tasks_path = recorded_tasks_path(Path(other_path))
     fields: dict[str, Any] = {
         "agent": spec_name(agent),
         "environment": spec_name(environment),

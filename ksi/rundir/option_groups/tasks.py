@@ -46,8 +46,10 @@ class TaskOptions:
                 metavar="PATH",
                 doc="The tasks file (or directory, for sources that read one), the first "
                 "argument; `--tasks-path PATH` is its older spelling.",
-                python="The tasks path the run records: `ksi.run()` sets it from `tasks` when "
-                "that is a path; with in-memory tasks, a file `ksi regrade` can reload them from.",
+                python="The tasks path the run records (absolute, like the CLI's): `ksi.run()` "
+                "sets it from `tasks` when that is a path (given as well, another path is an "
+                "error, like TASKS with another `--tasks-path`); with in-memory tasks, a file "
+                "`ksi regrade` can reload them from.",
             )
         },
     )
