@@ -48,7 +48,7 @@ class TaskOptions:
                 "argument; `--tasks-path PATH` is its older spelling.",
                 python="The tasks path the run records (absolute, like the CLI's): `ksi.run()` "
                 "sets it from `tasks` when that is a path (given as well, another path is an "
-                "error, like TASKS with another `--tasks-path`); with in-memory tasks, a file "
+                "error, like two tasks paths on the command line); with in-memory tasks, a file "
                 "`ksi regrade` can reload them from.",
             )
         },
