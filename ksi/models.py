@@ -10,7 +10,7 @@ copied: read them, never change them. The one converter in
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import attrs
@@ -161,6 +161,13 @@ def is_solved(score: float | None, threshold: float) -> bool:
     ``None``, is never solved).
     """
     return score is not None and score >= threshold
+
+
+def known_sum(values: Iterable[float | None]) -> float | None:
+    """The sum of the values reported (costs): None when none was, since an unknown cost
+    shown as $0 would read as free."""
+    known = [v for v in values if v is not None]
+    return sum(known) if known else None
 
 
 class EvalStatus(enum.StrEnum):

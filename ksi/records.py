@@ -359,8 +359,15 @@ class RunSummary:
     wall_time_sec: float | None = None
     run_complete: bool = False
     stopped_reason: str = ""
+    #: Everything the run reported spending: its attempts, distillations and forum sessions
+    #: (the spend ``--max-cost`` counts; None: nothing reported a cost).
     total_cost_usd: float | None = None
     cost_per_solved_task: float | None = None
+    #: The parts of ``total_cost_usd``: the attempts (what the per-task costs add up to),
+    #: the distillations and the forum sessions (None: none of them reported a cost).
+    attempts_cost_usd: float | None = None
+    distill_cost_usd: float | None = None
+    forum_cost_usd: float | None = None
     #: The part of ``total_cost_usd`` KSI estimated from tokens (agents that report no
     #: cost; see :mod:`ksi.pricing`), and the price tables it came from.
     estimated_cost_usd: float | None = None
@@ -382,3 +389,14 @@ class RunSummary:
     generations: GenerationsSummary | None = None
     #: The tasks file's hash and the git commits behind the run (run.json's).
     provenance: Provenance = attrs.field(factory=Provenance)
+
+    @property
+    def cost_parts(self) -> tuple[tuple[str, float | None], ...]:
+        """``total_cost_usd`` by who spent it, for display; empty when only attempts did."""
+        if self.distill_cost_usd is None and self.forum_cost_usd is None:
+            return ()
+        return (
+            ("attempts", self.attempts_cost_usd),
+            ("distillation", self.distill_cost_usd),
+            ("forum", self.forum_cost_usd),
+        )

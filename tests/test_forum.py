@@ -458,6 +458,47 @@ def test_forum_sessions_count_toward_spend_and_max_cost(tmp_path: Path) -> None:
     assert g1.cost_usd == pytest.approx(0.5)
 
 
+def test_the_runs_total_cost_holds_its_forum_and_distillation(tmp_path: Path) -> None:
+    """The total a user reads is all the run spent (what --max-cost counts), shown by part."""
+    notes = Path(__file__).resolve().parent / "fixtures" / "generations" / "write_notes.py"
+    run = tmp_path / "run"
+    summary = ksi.run(
+        _command_tasks(tmp_path), agent=COSTLY, agent_options={"cmd": "echo COST=0.1"},
+        run_dir=run, generations=2, concurrency=1, forum_rounds=1, forum_agent=COSTLY,
+        forum_agent_options={"cmd": f"python3 {POSTER} cost"}, distiller="agent",
+        distiller_options={"agent": COSTLY, "cmd": f"python3 {notes} good"},
+    )  # fmt: skip
+    assert summary.run_complete
+    # 4 attempts at $0.10; per generation, 2 forum sessions at $0.25 and a distillation at $0.50.
+    assert summary.attempts_cost_usd == pytest.approx(0.4)
+    assert summary.forum_cost_usd == pytest.approx(1.0)
+    assert summary.distill_cost_usd == pytest.approx(1.0)
+    assert summary.total_cost_usd == pytest.approx(2.4)
+    assert summary.cost_per_solved_task is None, "nothing solved"
+    assert sum(t.cost_usd or 0 for t in summary.tasks) == pytest.approx(0.4)
+    shown = ksi_cli("report", str(run))
+    assert "cost: $2.4000 (attempts $0.4000, distillation $1.0000, forum $1.0000)" in shown.stdout
+    as_json = json.loads(ksi_cli("report", str(run), "--format", "json").stdout)["summary"]
+    assert as_json["total_cost_usd"] == pytest.approx(2.4)
+    assert as_json["forum_cost_usd"] == pytest.approx(1.0)
+    markdown = ksi_cli("report", str(run), "--format", "markdown").stdout
+    assert "cost $2.40 (attempts $0.40, distillation $1.00, forum $1.00)" in markdown
+    viewed = ksi_cli("view", str(run), "-o", str(tmp_path / "run.html"))
+    assert viewed.returncode == 0, viewed.stderr
+    page = (tmp_path / "run.html").read_text()
+    assert "attempts $0.4000, distillation $1.0000, forum $1.0000" in page
+
+    # Nothing reported a cost: the total stays unknown, not $0.
+    free = ksi.run(
+        _command_tasks(tmp_path), agent="command", agent_options={"cmd": "true"},
+        run_dir=tmp_path / "free", generations=2, forum_rounds=1,
+        forum_agent_options={"cmd": f"python3 {POSTER} done"},
+    )  # fmt: skip
+    assert free.generations.generations[0].forum_sessions == 2
+    assert (free.total_cost_usd, free.forum_cost_usd, free.distill_cost_usd) == (None,) * 3
+    assert "cost:" not in ksi_cli("report", str(tmp_path / "free")).stdout
+
+
 # -- resume: a real `ksi run` killed with SIGKILL in the middle of a round ------------------
 
 

@@ -66,7 +66,7 @@ def summary_lines(summary: RunSummary) -> list[str]:
             tables = ", ".join(summary.price_tables) or "a price table"
             estimated = f"   ({_money(summary.estimated_cost_usd)} of it estimated from {tables})"
         lines.append(
-            f"cost: {_money(summary.total_cost_usd)}   "
+            f"cost: {_money(summary.total_cost_usd)}{_cost_parts(summary)}   "
             f"per solved task: {_money(summary.cost_per_solved_task)}" + estimated
         )
     if summary.skipped_files:
@@ -412,8 +412,16 @@ def _print_table(
         typer.echo(line)
 
 
+def _cost_parts(summary: RunSummary) -> str:
+    """`` (attempts $x, distillation $y, forum $z)`` when more than attempts spent."""
+    if not summary.cost_parts:
+        return ""
+    return " (" + ", ".join(f"{who} {_money(usd)}" for who, usd in summary.cost_parts) + ")"
+
+
 def _print_summary(summary: RunSummary, *, rich_output: bool) -> None:
-    with_cost = summary.total_cost_usd is not None
+    # The per-task cost column holds what the attempts spent.
+    with_cost = summary.attempts_cost_usd is not None
     header = list(HEADER)
     progress: dict[str, TaskGenerations] = {}
     if summary.generations is not None:

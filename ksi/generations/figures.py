@@ -21,7 +21,7 @@ from ksi.generations.phases import Phases
 from ksi.knowledge.forum import FileForumStore
 from ksi.knowledge.models import Note
 from ksi.knowledge.store import KnowledgeUnreadable, read_knowledge
-from ksi.models import is_solved
+from ksi.models import is_solved, known_sum
 from ksi.records import (
     AttemptRecord,
     AttemptStatus,
@@ -32,11 +32,6 @@ from ksi.records import (
 )
 from ksi.rundir.config import RunConfig
 from ksi.rundir.journal import latest_by_attempt, spending_records
-
-
-def _sum(values: Sequence[float | None]) -> float | None:
-    known = [v for v in values if v is not None]
-    return sum(known) if known else None
 
 
 def summarize_generations(
@@ -110,7 +105,7 @@ def summarize_generations(
             read_notes.update((n.id, n) for n in knowledge.notes)
         distill_cost = knowledge.usage.cost_usd if knowledge is not None else None
         sessions = forum.sessions(g)
-        forum_cost = _sum([s.usage.cost_usd for s in sessions])
+        forum_cost = known_sum([s.usage.cost_usd for s in sessions])
         gens.append(
             GenerationSummary(
                 generation=g,
@@ -121,7 +116,7 @@ def summarize_generations(
                 newly_solved=sum(1 for t in learning if first_solved.get(t) == g),
                 cumulative_solved=cumulative,
                 cumulative_solve_rate=cumulative / len(learning) if learning else 0.0,
-                cost_usd=_sum([*spend.get(g, []), forum_cost, distill_cost]),
+                cost_usd=known_sum([*spend.get(g, []), forum_cost, distill_cost]),
                 distill_cost_usd=distill_cost,
                 forum_cost_usd=forum_cost,
                 forum_sessions=len(sessions),

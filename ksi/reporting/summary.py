@@ -19,7 +19,15 @@ import attrs
 
 from ksi.generations.figures import summarize_generations
 from ksi.layout import RunLayout
-from ksi.records import AttemptRecord, AttemptStatus, RunSummary, TaskSummary, is_solved
+from ksi.models import known_sum
+from ksi.records import (
+    AttemptRecord,
+    AttemptStatus,
+    GenerationsSummary,
+    RunSummary,
+    TaskSummary,
+    is_solved,
+)
 from ksi.rundir.journal import (
     JournalContents,
     journal_warnings,
@@ -83,8 +91,6 @@ def summarize(
                 pass_sums[k].append(value)
                 if k == attempts_per_task:
                     task_pass = value
-        costs = [r.usage.cost_usd for r in spend.get(task_id, [])]
-        known_costs = [c for c in costs if isinstance(c, (int, float))]
         tasks.append(
             TaskSummary(
                 task_id=task_id,
@@ -96,7 +102,7 @@ def summarize(
                 solved=is_solved(best, solved_threshold),
                 successes=successes,
                 pass_at_k=task_pass,
-                cost_usd=sum(known_costs) if known_costs else None,
+                cost_usd=known_sum(r.usage.cost_usd for r in spend.get(task_id, [])),
                 input_tokens=sum(r.usage.input_tokens for r in spend.get(task_id, [])),
                 output_tokens=sum(r.usage.output_tokens for r in spend.get(task_id, [])),
             )
@@ -104,8 +110,7 @@ def summarize(
 
     solved = sum(1 for t in tasks if t.solved)
     bests = [t.best_score for t in tasks if t.best_score is not None]
-    known = [t.cost_usd for t in tasks if t.cost_usd is not None]
-    total_cost = sum(known) if known else None
+    total_cost = known_sum(t.cost_usd for t in tasks)
     counted = set(task_ids)
     estimated = [
         r.usage
@@ -131,6 +136,7 @@ def summarize(
         run_complete=run_complete,
         stopped_reason=stopped_reason,
         total_cost_usd=total_cost,
+        attempts_cost_usd=total_cost,
         cost_per_solved_task=(total_cost / solved) if (total_cost is not None and solved) else None,
         estimated_cost_usd=sum(u.cost_usd or 0.0 for u in estimated) if estimated else None,
         price_tables=tuple(sorted({u.price_table for u in estimated if u.price_table})),
@@ -206,5 +212,23 @@ def summarize_run(
         control=None if control is None else _control_records(control),
     )
     return attrs.evolve(
-        summary, generations=generations, warnings=(*summary.warnings, *generations.warnings)
+        _with_generation_costs(summary, generations),
+        generations=generations,
+        warnings=(*summary.warnings, *generations.warnings),
+    )
+
+
+def _with_generation_costs(summary: RunSummary, generations: GenerationsSummary) -> RunSummary:
+    """``summary`` whose total also holds what distillations and forum sessions spent: they
+    count toward ``--max-cost``, so a total without them would read less than the run cost."""
+    distill = known_sum(g.distill_cost_usd for g in generations.generations)
+    forum = known_sum(g.forum_cost_usd for g in generations.generations)
+    total = known_sum((summary.attempts_cost_usd, distill, forum))
+    solved = summary.solved_tasks
+    return attrs.evolve(
+        summary,
+        total_cost_usd=total,
+        cost_per_solved_task=total / solved if total is not None and solved else None,
+        distill_cost_usd=distill,
+        forum_cost_usd=forum,
     )

@@ -111,11 +111,15 @@ def task_markdown(summary: RunSummary, *, name: str = "") -> str:
     if summary.unscored_attempts or summary.error_attempts:
         parts.append(f"{summary.unscored_attempts} unscored, {summary.error_attempts} errors")
     if summary.total_cost_usd is not None:
-        parts.append(f"cost ${summary.total_cost_usd:.2f}")
+        by_whom = ", ".join(
+            f"{who} " + ("–" if usd is None else f"${usd:.2f}")  # noqa: RUF001
+            for who, usd in summary.cost_parts
+        )
+        parts.append(f"cost ${summary.total_cost_usd:.2f}" + (f" ({by_whom})" if by_whom else ""))
     if not summary.run_complete:
         parts.append("run incomplete")
     lines = [f"**Run {label}**: " + ", ".join(parts) + ".", ""]
-    with_cost = summary.total_cost_usd is not None
+    with_cost = summary.attempts_cost_usd is not None  # the column: what attempts spent
     header = ["task", "status", "best", "attempts", "scored", "unscored", "errors"]
     align = [":--", ":--", "--:", "--:", "--:", "--:", "--:"]
     if with_cost:
