@@ -143,7 +143,7 @@ def test_readers_of_the_patch_name_the_files_it_changes(
 ) -> None:
     """The notes' "files touched" and the viewer's per-file counts name every changed file,
     a path holding " b/" included (a header split at its first " b/" cut it short)."""
-    from ksi.generations.evidence import files_touched
+    from ksi.attempt.evidence import files_touched
     from ksi.view.diffs import classify, file_changes
 
     seed, captured = pair

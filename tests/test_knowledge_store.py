@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from ksi.generations.phases import read_phases
+from ksi.generations.run_store import open_run_store
 from ksi.knowledge.db import KnowledgeDB
 from ksi.knowledge.db_schema import SCHEMA_VERSION
 from ksi.knowledge.models import Knowledge, Note
@@ -587,3 +588,47 @@ def test_an_agent_distiller_says_which_notes_its_notes_replace(tmp_path: Path) -
             detail = json.loads(shown.stdout)
             assert detail["status"] == "superseded"
             assert detail["superseded_by"] == f"{run_id(run)}-{note.id}"
+
+
+# -- evidence cut where the attempt wrote it ---------------------------------------------------
+
+
+@pytest.mark.parametrize("executor", ["local", "processes"])
+def test_evidence_cut_by_the_attempt_is_what_reading_its_files_stores(
+    tmp_path: Path, executor: str
+) -> None:
+    """The store's evidence of each attempt (cut in its worker from the diff it wrote) is
+    byte for byte what a store rebuilt from the journal and the attempt's files holds,
+    diffs cut to the budget and past it included."""
+    # Diffs over the budget's cut (128 bytes of diff, 1024 for the touched files), with
+    # two-byte characters where the cuts fall.
+    cmd = 'for i in $(seq 1 40); do printf \'x = "%s"\\n\' "$i ééééééééé" > repo/f$i.py; done'
+    tasks = write_tasks(tmp_path / "tasks.jsonl", [
+        {"task_id": "big", "prompt": "p", "eval": {"command": "true"}},
+        {"task_id": "failed", "prompt": "p", "files": {"a.py": "A = 1\n"},
+         "eval": {"command": "echo not yet; exit 1"}},
+    ])  # fmt: skip
+    run = tmp_path / "run"
+    done = ksi_cli("run", str(tasks), "--agent", "command", "--agent-option", f"cmd={cmd}",
+                   "--knowledge-budget", "256", "--executor", executor, "--concurrency", "2",
+                   "--run-dir", str(run))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    sql = (
+        "SELECT attempt_id, score, solved, final_message, eval_output, files_touched, diff "
+        "FROM attempts ORDER BY attempt_id"
+    )
+    stored = store_rows(run / "knowledge.sqlite", sql)
+    assert [row[:3] for row in stored] == [
+        ("attempts/big/1", 1.0, 1),
+        ("attempts/failed/1", 0.0, 0),
+    ]
+    assert stored[1][4] == "not yet"
+    big = stored[0]
+    assert big[6].endswith("# ksi: cut to the knowledge budget\n")
+    assert 5 < len(big[5].splitlines()) < 40  # the touched files, cut too
+    (run / "knowledge.sqlite").rename(tmp_path / "kept.sqlite")
+    rebuilt, _ = open_run_store(run)  # no store: one in memory, from the journal and files
+    try:
+        assert rebuilt.conn.execute(sql).fetchall() == stored
+    finally:
+        rebuilt.close()

@@ -72,6 +72,8 @@ class DiffStats:
     insertions: int
     deletions: int
     truncated: bool = False
+    #: The patch's first bytes, as many as the writer asked to keep.
+    head: bytes = b""
 
 
 @attrs.frozen
@@ -89,21 +91,27 @@ class _Entry:
 
 
 def write_diff(
-    seed: Path, captured: Path, out: Path, *, max_bytes: int = DEFAULT_MAX_DIFF_BYTES
+    seed: Path,
+    captured: Path,
+    out: Path,
+    *,
+    max_bytes: int = DEFAULT_MAX_DIFF_BYTES,
+    keep_head: int = 0,
 ) -> DiffStats:
     """Write the unified diff from ``seed`` to ``captured`` into ``out``.
 
     A missing ``seed`` or ``captured`` directory counts as empty. ``.pyc``
     files and ``__pycache__`` directories are ignored on both sides, as
     capture drops them. Nothing changed, no file: ``out`` is only written
-    when there is a difference (and an older ``out`` is removed).
+    when there is a difference (and an older ``out`` is removed). The returned stats
+    hold the file's first ``keep_head`` bytes (its evidence, without reading it back).
     """
     old = _scan(os.fspath(seed))
     new = _scan(os.fspath(captured))
     files = insertions = deletions = 0
     written = 0
     truncated = False
-    patch = _Patch(Path(out))
+    patch = _Patch(Path(out), keep_head)
     try:
         for rel in sorted(old.keys() | new.keys()):
             chunk, ins, dels = _file_diff(rel, old.get(rel), new.get(rel))
@@ -129,15 +137,17 @@ def write_diff(
             )
     finally:
         patch.close()
-    return DiffStats(files, insertions, deletions, truncated)
+    return DiffStats(files, insertions, deletions, truncated, bytes(patch.head))
 
 
 class _Patch:
     """``diff.patch``, created at its first byte: an attempt that changed nothing has none."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, keep_head: int = 0) -> None:
         self.path = path
         self.fh: BinaryIO | None = None
+        self.keep_head = keep_head
+        self.head = bytearray()
         with contextlib.suppress(FileNotFoundError):
             path.unlink()  # a stale patch must not stand for this diff
 
@@ -146,6 +156,8 @@ class _Patch:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self.fh = open(self.path, "wb")  # noqa: SIM115 (closed by close())
         self.fh.write(data)
+        if len(self.head) < self.keep_head:
+            self.head += data[: self.keep_head - len(self.head)]
 
     def close(self) -> None:
         if self.fh is not None:

@@ -49,8 +49,9 @@ from ksi.attempt.diskfull import (
     save_unless_disk_full,
     wipe_after_disk_full,
 )
+from ksi.attempt.evidence import DiffEvidence, diff_bytes_needed, diff_evidence
 from ksi.attempt.grading import Grader
-from ksi.attempt.job import AttemptJob
+from ksi.attempt.job import AttemptJob, JobOutcome
 from ksi.attempt.safety import agent_is_isolated
 from ksi.fstree import discard_tree
 from ksi.interfaces import (
@@ -174,16 +175,29 @@ def run_job(job: AttemptJob) -> AttemptRecord:
     return execute_attempt(job, job.attempt_dir())
 
 
+def job_outcome(job: AttemptJob) -> JobOutcome:
+    """:func:`run_job`'s record with the pieces of its files the knowledge store's
+    evidence holds (:mod:`ksi.attempt.evidence`), for an executor that carries them."""
+    return _execute(job, job.attempt_dir())
+
+
 def execute_attempt(job: AttemptJob, attempt_dir: Path) -> AttemptRecord:
     """Run one attempt into ``attempt_dir``; return its record (also in ``record.json``).
 
     A cancelled attempt (Ctrl-C on the driver) writes no ``record.json``: it
     is not a result, and a resume runs it again.
     """
+    record = _execute(job, attempt_dir).record
+    assert record is not None
+    return record
+
+
+def _execute(job: AttemptJob, attempt_dir: Path) -> JobOutcome:
     components = components_for(job)
     token = open_token(job.session_id)
     try:
-        record = _Attempt(job, Path(attempt_dir), components, token).run()
+        attempt = _Attempt(job, Path(attempt_dir), components, token)
+        record = attempt.run()
     finally:
         close_token(job.session_id, token)
     if record.error_kind == ErrorKind.DISK_FULL:
@@ -198,7 +212,7 @@ def execute_attempt(job: AttemptJob, attempt_dir: Path) -> AttemptRecord:
             indent=None,
             parents=False,
         )
-    return record
+    return JobOutcome(job, record=record, evidence=attempt.evidence(record))
 
 
 class _Attempt:
@@ -214,6 +228,8 @@ class _Attempt:
         self.clock = AttemptClock()
         self.agent = AgentRunner(job, components.agent, token, self.clock)
         self.grader = Grader(job, attempt_dir, components, token, self.clock)
+        #: The start of ``diff.patch`` as written (for the evidence: see :meth:`evidence`).
+        self.diff_head = b""
         #: Whether the captured repo differs from the seed (None: capture never ran, or
         #: the evaluator grades the environment, not repo/).
         self.repo_changed: bool | None = None
@@ -278,7 +294,15 @@ class _Attempt:
                 max_file_bytes=cfg.capture_max_file_bytes,
                 protect=ProtectRule(cfg.protect).plus(job.task.eval.protect),
             )
-            changed = write_diff(seed, captured, attempt_dir / "diff.patch").files_changed > 0
+            budget = cfg.evidence_budget_bytes
+            diff = write_diff(
+                seed,
+                captured,
+                attempt_dir / "diff.patch",
+                keep_head=diff_bytes_needed(budget) if budget is not None else 0,
+            )
+            self.diff_head = diff.head
+            changed = diff.files_changed > 0
             # Said only where repo/ is what gets graded: an evaluator that grades the
             # environment (a Harbor task's container) sees work repo/ never holds.
             self.repo_changed = changed if components.grades_in == "host" else None
@@ -305,6 +329,14 @@ class _Attempt:
                 with contextlib.suppress(Exception):
                     handle.stop()
                 self.token.untrack(handle)
+
+    def evidence(self, record: AttemptRecord) -> DiffEvidence | None:
+        """The pieces of its ``diff.patch`` a scored attempt's evidence holds, from the
+        bytes it wrote (None: the run stores no evidence, or this attempt gives none)."""
+        budget = self.job.settings.evidence_budget_bytes
+        if budget is None or record.status != AttemptStatus.SCORED or record.score is None:
+            return None
+        return diff_evidence(self.diff_head, budget)
 
     def _seed_workspace(self, workspace: Path) -> Path:
         """``workspace/repo`` from the task's pristine seed (returned), and the context

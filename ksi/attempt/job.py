@@ -20,6 +20,7 @@ from typing import Any, Literal
 
 import attrs
 
+from ksi.attempt.evidence import DiffEvidence
 from ksi.layout import RunLayout
 from ksi.models import TaskSpec
 from ksi.records import AttemptRecord, ErrorKind, KnowledgeRef
@@ -60,6 +61,10 @@ class AttemptSettings:
     eval_isolation: str = "none"
     #: Host variables the eval command gets besides the scrubbed environment (names).
     eval_env: tuple[str, ...] = ()
+    #: The knowledge budget (``--knowledge-budget``): a scored attempt cuts the pieces
+    #: of its ``diff.patch`` its stored evidence holds where it runs, and they travel on
+    #: its outcome (None: it cuts none; the driver reads the file if it needs them).
+    evidence_budget_bytes: int | None = None
 
 
 @attrs.frozen
@@ -180,6 +185,9 @@ class JobOutcome:
     #: With ``error``: :attr:`~ksi.records.ErrorKind.WORKER_LOST` when the process or
     #: machine running the job died (the record gets it; a resume runs it again).
     error_kind: ErrorKind = attrs.field(default=ErrorKind.NONE, converter=ErrorKind)
+    #: With ``record``: the pieces of its ``diff.patch`` its evidence holds, cut where it
+    #: ran (None: the driver reads the file, as for a resumed attempt).
+    evidence: DiffEvidence | None = None
 
 
 def pickled_job(job: AttemptJob) -> bytes:

@@ -17,15 +17,15 @@ from typing import ClassVar
 import attrs
 
 from ksi.hookspecs import Register, hookimpl
-from ksi.jobs import AttemptJob, AttemptRecord, JobOutcome, cancel_session, run_job
+from ksi.jobs import AttemptJob, JobOutcome, cancel_session, job_outcome
 
 
-def outcome_of(job: AttemptJob, future: Future[AttemptRecord]) -> JobOutcome:
-    """A finished future as an outcome: its record, or the error it raised."""
+def outcome_of(job: AttemptJob, future: Future[JobOutcome]) -> JobOutcome:
+    """A finished future as an outcome: its own, or the error it raised."""
     exc = future.exception()
     if exc is not None:
         return JobOutcome(job, error=f"{type(exc).__name__}: {exc}")
-    return JobOutcome(job, record=future.result())
+    return future.result()
 
 
 @attrs.define
@@ -40,7 +40,7 @@ class LocalExecutor:
     )
 
     _pool: ThreadPoolExecutor | None = attrs.field(default=None, init=False)
-    _running: dict[Future[AttemptRecord], AttemptJob] = attrs.field(factory=dict, init=False)
+    _running: dict[Future[JobOutcome], AttemptJob] = attrs.field(factory=dict, init=False)
     _sessions: set[str] = attrs.field(factory=set, init=False)
     _cancelled: bool = attrs.field(default=False, init=False)
     _lock: threading.Lock = attrs.field(factory=threading.Lock, init=False)
@@ -56,7 +56,7 @@ class LocalExecutor:
             raise RuntimeError("LocalExecutor.submit() before start()")
         # Known before the job can start: a Ctrl-C landing in this method still cancels it.
         self._sessions.add(job.session_id)
-        future = self._pool.submit(run_job, job)
+        future = self._pool.submit(job_outcome, job)
         with self._lock:
             self._running[future] = job
 

@@ -43,7 +43,14 @@ import attrs
 
 from ksi.errors import UnknownComponentError
 from ksi.hookspecs import Register, hookimpl
-from ksi.jobs import AttemptJob, AttemptRecord, ErrorKind, JobOutcome, pickled_job
+from ksi.jobs import (
+    AttemptJob,
+    AttemptRecord,
+    DiffEvidence,
+    ErrorKind,
+    JobOutcome,
+    pickled_job,
+)
 
 #: Seconds a worker whose record pipe closed has to finish dying before it is killed.
 _DEATH_WAIT_SEC = 5.0
@@ -200,14 +207,14 @@ class ProcessExecutor:
                 error_kind=ErrorKind.WORKER_LOST,
             )
         try:
-            record, error = pickle.loads(data)
+            record, evidence, error = pickle.loads(data)
         except Exception as exc:
             return JobOutcome(
                 job, error=f"the worker's record could not be read ({type(exc).__name__}: {exc})"
             )
         if record is None:
             return JobOutcome(job, error=error)
-        return JobOutcome(job, record=record)
+        return JobOutcome(job, record=record, evidence=evidence)
 
     def cancel(self) -> None:
         """Stop every running job (SIGUSR1 to each busy worker); queued jobs never start."""
@@ -288,7 +295,7 @@ def serve(job_fd: int, record_fd: int, driver: int) -> None:
     # start-up: listing components imports this module; this only when used
     from multiprocessing.connection import Connection
 
-    from ksi.jobs import cancel_session, run_job
+    from ksi.jobs import cancel_session, job_outcome
 
     jobs = Connection(job_fd, writable=False)
     records = Connection(record_fd, readable=False)
@@ -297,22 +304,23 @@ def serve(job_fd: int, record_fd: int, driver: int) -> None:
             data = jobs.recv_bytes()
         except EOFError:
             return  # the driver closed the pipe: the run is over
-        result: tuple[AttemptRecord | None, str]
+        result: tuple[AttemptRecord | None, DiffEvidence | None, str]
         try:
             job: AttemptJob = pickle.loads(data)
             _current_session = job.session_id
             if _cancel_requested:  # Ctrl-C came before the job: it starts cancelled
                 cancel_session(job.session_id)
-            result = (run_job(job), "")
+            outcome = job_outcome(job)
+            result = (outcome.record, outcome.evidence, "")
         except UnknownComponentError as exc:
-            result = (None, f"{type(exc).__name__}: {exc}{_IN_PROCESS_HINT}")
+            result = (None, None, f"{type(exc).__name__}: {exc}{_IN_PROCESS_HINT}")
         except Exception as exc:
-            result = (None, f"{type(exc).__name__}: {exc}")
+            result = (None, None, f"{type(exc).__name__}: {exc}")
         _current_session = ""
         try:
             reply = pickle.dumps(result)
         except Exception as exc:
-            reply = pickle.dumps((None, f"the attempt's record cannot be pickled: {exc}"))
+            reply = pickle.dumps((None, None, f"the attempt's record cannot be pickled: {exc}"))
         records.send_bytes(reply)
 
 

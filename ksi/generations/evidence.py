@@ -15,7 +15,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
-from ksi.attempt.diff import header_path
+from ksi.attempt.evidence import DiffEvidence, diff_bytes_needed, diff_evidence
 from ksi.fstree import open_file_inside
 from ksi.knowledge.models import AttemptEvidence, TaskEvidence
 from ksi.models import is_solved
@@ -23,8 +23,6 @@ from ksi.records import AttemptRecord, AttemptStatus
 from ksi.rundir.journal import in_run, latest_by_attempt
 from ksi.trajectories import TRAJECTORY_FILE, TrajectoryDigest, digest
 from ksi.trajectories.writer import MAX_READ_BYTES, parse_trajectory
-
-#: Lines starting like this in diff.patch name the files an attempt touched.
 
 
 def scored(records: Iterable[AttemptRecord]) -> list[AttemptRecord]:
@@ -41,11 +39,6 @@ def scored(records: Iterable[AttemptRecord]) -> list[AttemptRecord]:
     ]
 
 
-def files_touched(diff: str) -> tuple[str, ...]:
-    """The paths a ``diff.patch`` changes, in its order."""
-    return tuple(path for line in diff.splitlines() if (path := header_path(line)) is not None)
-
-
 def _read_inside(run_dir: Path, rel: str, limit: int) -> bytes:
     """At most ``limit`` bytes of the file ``rel`` of the run, reached through no symlink
     (b"" when there is none): the journal naming the attempt's directory is data."""
@@ -59,18 +52,11 @@ def _read_inside(run_dir: Path, rel: str, limit: int) -> bytes:
         return fh.read(limit)
 
 
-def _read(run_dir: Path, rel: str, limit: int) -> str:
-    """At most ``limit`` bytes of a text file (the start: a diff's headers come first)."""
-    data = _read_inside(run_dir, rel, limit + 1)
-    text = data[:limit].decode("utf-8", "replace")
-    return text + "\n# ksi: cut to the knowledge budget\n" if len(data) > limit else text
-
-
-def _tail(text: str, limit: int) -> str:
-    data = text.encode("utf-8")
-    if len(data) <= limit:
-        return text
-    return "..." + data[-limit:].decode("utf-8", "replace")
+def read_diff_evidence(run_dir: Path, attempt_dir: str, budget_bytes: int) -> DiffEvidence:
+    """The pieces of an attempt's ``diff.patch`` its evidence holds, read from the file
+    (for a record that came without them: see :mod:`ksi.attempt.evidence`)."""
+    rel = f"{attempt_dir}/diff.patch" if attempt_dir else ""
+    return diff_evidence(_read_inside(run_dir, rel, diff_bytes_needed(budget_bytes)), budget_bytes)
 
 
 def trajectory_digest(run_dir: Path, attempt_dir: str, limit: int) -> TrajectoryDigest | None:
@@ -84,6 +70,13 @@ def trajectory_digest(run_dir: Path, attempt_dir: str, limit: int) -> Trajectory
         return digest(parse_trajectory(data, TRAJECTORY_FILE), max_bytes=limit)
     except ValueError:
         return None
+
+
+def _tail(text: str, limit: int) -> str:
+    data = text.encode("utf-8")
+    if len(data) <= limit:
+        return text
+    return "..." + data[-limit:].decode("utf-8", "replace")
 
 
 def eval_output_tail(record: AttemptRecord, limit: int) -> str:
@@ -108,16 +101,21 @@ def attempt_evidence(
     budget_bytes: int,
     eval_output: bool,
     with_diff: bool,
+    with_trajectory: bool = True,
+    diff: DiffEvidence | None = None,
 ) -> AttemptEvidence:
     """What one **scored** attempt showed, each piece cut to its share of the budget: the
     diff (``with_diff``) to half of it, an eval output tail, a final message or the
-    digest of its trajectory to an eighth; ``eval_output=False`` leaves eval output out."""
+    digest of its trajectory (``with_trajectory``) to an eighth; ``eval_output=False``
+    leaves eval output out. ``diff``: the pieces of its ``diff.patch`` its worker cut
+    (the file is read when they are not given, or were cut for another budget)."""
     assert rec.score is not None, "evidence comes from scored attempts only"
     piece = max(64, budget_bytes // 8)
     score = float(rec.score)
     solved = is_solved(score, solved_threshold)
     inside = in_run(rec).attempt_dir
-    diff = f"{inside}/diff.patch" if inside else ""
+    if diff is None or diff.budget_bytes != budget_bytes:
+        diff = read_diff_evidence(run_dir, inside, budget_bytes)
     return AttemptEvidence(
         attempt_id=rec.attempt_dir,
         generation=rec.generation,
@@ -126,9 +124,9 @@ def attempt_evidence(
         solved=solved,
         final_message=_tail(rec.final_message.strip(), piece),
         eval_output=eval_output_tail(rec, piece) if eval_output and not solved else "",
-        files_touched=files_touched(_read(run_dir, diff, 4 * budget_bytes)),
-        diff=_read(run_dir, diff, budget_bytes // 2) if with_diff else "",
-        trajectory=trajectory_digest(run_dir, inside, piece),
+        files_touched=diff.files_touched,
+        diff=diff.diff if with_diff else "",
+        trajectory=trajectory_digest(run_dir, inside, piece) if with_trajectory else None,
     )
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from ksi.attempt.evidence import DiffEvidence
 from ksi.choices import KnowledgeEvalOutput
 from ksi.generations.evidence import attempt_evidence, scored
 from ksi.knowledge.db import DB_FILE, KnowledgeDB, Receipt, StoredAttempt, StoredPost
@@ -86,7 +87,7 @@ class RunStore:
             and (record.task_id not in self._holdouts)
         )
 
-    def _evidence(self, record: AttemptRecord) -> StoredAttempt:
+    def _evidence(self, record: AttemptRecord, diff: DiffEvidence | None = None) -> StoredAttempt:
         cfg = self._config
         return StoredAttempt(
             run_id=self.run_id,
@@ -99,6 +100,8 @@ class RunStore:
                 budget_bytes=cfg.knowledge_budget_bytes,
                 eval_output=cfg.knowledge_eval_output == KnowledgeEvalOutput.TAIL,
                 with_diff=True,
+                with_trajectory=False,  # the store keeps no trajectory digest
+                diff=diff,
             ),
             agent=record.agent,
             model=record.model,
@@ -119,14 +122,21 @@ class RunStore:
             note_ids=ref.note_ids,
         )
 
-    def record(self, records: Iterable[AttemptRecord]) -> None:
+    def record(
+        self, records: Iterable[AttemptRecord], diffs: Mapping[str, DiffEvidence] | None = None
+    ) -> None:
         """Store journalled attempts' evidence, and the notes each received, in one
-        transaction (scored attempts of tasks that are not hold-outs; any other is left out)."""
+        transaction (scored attempts of tasks that are not hold-outs; any other is left out).
+        ``diffs``: the pieces of their ``diff.patch`` their workers cut, by attempt
+        directory (an attempt without them has its file read)."""
         usable = [r for r in records if self._learns_from(r)]
         if not usable:
             return
+        diffs = diffs or {}
         receipts = [receipt for r in usable if (receipt := self._receipt(r)) is not None]
-        self.db.put_attempts([self._evidence(r) for r in usable], receipts)
+        self.db.put_attempts(
+            [self._evidence(r, diffs.get(r.attempt_dir)) for r in usable], receipts
+        )
 
     def sync(self, records: Iterable[AttemptRecord]) -> None:
         """Write what the store lacks of the journal's scored attempts (their newest try)."""

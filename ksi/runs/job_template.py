@@ -92,6 +92,7 @@ class JobTemplate:
                 eval_in=cfg.eval_in,
                 eval_isolation=components.eval_isolation,
                 eval_env=tuple(cfg.eval_env),
+                evidence_budget_bytes=cfg.knowledge_budget_bytes,
             ),
             agent_env={**agent_env, **run_tag},
             eval_env={**eval_env, **run_tag},

@@ -29,6 +29,7 @@ from ksi.attempt.diskfull import (
     disk_full_as_error,
     save_unless_disk_full,
 )
+from ksi.attempt.evidence import DiffEvidence
 from ksi.attempt.job import AttemptJob, JobOutcome
 from ksi.generations.forum import ForumSessionPlan
 from ksi.generations.run_store import RunStore
@@ -128,6 +129,9 @@ class RunSession:
         #: Records written to the journal but not yet synced: (how many records the journal
         #: held with it, the record, what to do once it is heard of).
         self._unheard: deque[tuple[int, AttemptRecord, Callable[[], None] | None]] = deque()
+        #: The evidence pieces settled outcomes brought (by attempt directory), until their
+        #: records reach the store.
+        self._evidence: dict[str, DiffEvidence] = {}
 
     # -- what the generation loop asks -------------------------------------------------
     def records(self) -> list[AttemptRecord]:
@@ -216,6 +220,8 @@ class RunSession:
             record = self._error_record(
                 outcome.job, outcome.error or "the executor returned no record", outcome.error_kind
             )
+        elif outcome.evidence is not None:
+            self._evidence[record.attempt_dir] = outcome.evidence
         self.stops.settle(record)
         return record
 
@@ -243,17 +249,22 @@ class RunSession:
         ready = [record for count, record, _ in self._unheard if count <= durable]
         # One store transaction for the records one sync made durable (half of them come
         # two or more at a time), then each is told of, in the journal's order.
-        self._store(ready)
+        evidence = {
+            r.attempt_dir: found
+            for r in ready
+            if (found := self._evidence.pop(r.attempt_dir, None)) is not None
+        }
+        self._store(ready, evidence)
         for _ in ready:
             _, record, then = self._unheard.popleft()
             self.observe("ksi_attempt_finished", record=record)
             if then is not None:
                 then()
 
-    def _store(self, records: list[AttemptRecord]) -> None:
+    def _store(self, records: list[AttemptRecord], evidence: dict[str, DiffEvidence]) -> None:
         """The journalled attempts into the knowledge store too."""
         try:
-            self.store.record(records)
+            self.store.record(records, evidence)
         except (sqlite3.Error, StoreBusy) as exc:
             # The journal holds the attempts: the store gets them before the next distillation.
             note = f"knowledge store {self.store.path}: could not record an attempt ({exc})"
