@@ -153,7 +153,9 @@ def seed_dir(task: TaskSpec, dest: Path) -> Path:
         if not dest.is_dir():
             tmp = dest.with_name(f"repo.tmp-{os.getpid()}-{threading.get_ident()}")
             shutil.rmtree(tmp, ignore_errors=True)
-            tmp.mkdir(parents=True)
+            # The task's directory is made here, `tmp` by seed_into: one mkdir each (a
+            # mkdir of `tmp` with parents=True would first fail for the missing parent).
+            tmp.parent.mkdir(parents=True, exist_ok=True)
             try:
                 task.starting_files.seed_into(tmp, task_id=task.id)
                 os.replace(tmp, dest)
@@ -343,7 +345,12 @@ class _Attempt:
         files (``KNOWLEDGE.md``...) beside it."""
         job, t = self.job, time.monotonic()
         seed = seed_dir(job.task, job.seed_dir())
-        workspace.mkdir(parents=True)
+        # Top down, one mkdir each: the task's directory may exist (an earlier attempt), the
+        # attempt's was removed if it did (with parents=True, each missing level costs a
+        # failed mkdir first).
+        self.dir.parent.mkdir(parents=True, exist_ok=True)
+        self.dir.mkdir()
+        workspace.mkdir()
         copy_tree(seed, workspace / "repo")
         for item in job.context_files:
             path = workspace / item.path

@@ -75,7 +75,10 @@ def keep_trajectory(
     if traj is None:
         return
     try:
-        write_trajectory(ctx.attempt_dir / TRAJECTORY_FILE, with_totals(traj, outcome.usage))
+        # The directory holds the agent's run already (its prompt, its logs' place).
+        write_trajectory(
+            ctx.attempt_dir / TRAJECTORY_FILE, with_totals(traj, outcome.usage), parents=False
+        )
     except Exception as exc:  # the trajectory is worth less than the attempt
         if is_disk_full(exc):
             raise

@@ -198,9 +198,13 @@ def _texts(step: Step) -> Iterator[str]:
         yield json.dumps(call.arguments)
 
 
-def write_trajectory(path: Path, traj: Trajectory, limits: Limits = DEFAULT_LIMITS) -> None:
-    """Write ``traj`` to ``path`` as ATIF, within ``limits`` (atomically)."""
-    write_text_atomic(path, dumps(to_atif(bound(traj, limits))) + "\n", durable=False)
+def write_trajectory(
+    path: Path, traj: Trajectory, limits: Limits = DEFAULT_LIMITS, *, parents: bool = True
+) -> None:
+    """Write ``traj`` to ``path`` as ATIF, within ``limits`` (atomically); ``parents=False``
+    for a writer that knows the directory exists (no mkdir)."""
+    text = dumps(to_atif(bound(traj, limits))) + "\n"
+    write_text_atomic(path, text, durable=False, parents=parents)
 
 
 #: The most of a ``trajectory.json`` a reader reads: four times what KSI writes.
