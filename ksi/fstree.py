@@ -30,7 +30,6 @@ import shutil
 import stat
 import subprocess
 import threading
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -362,14 +361,17 @@ class _Trash:
     daemon thread deletes what gathered, every :data:`_TRASH_BATCH_SEC`, with
     one ``rm -rf`` (it holds no interpreter lock while it works, and runs on
     another core), then :func:`remove_tree` for anything ``rm`` left (a 000
-    directory). :func:`empty_trash` waits for it and removes the trash
-    directory; a trash a killed KSI left is removed the same way.
+    directory). :func:`empty_trash` waits for it (a batch waiting to gather is
+    deleted at once: the run is ending) and removes the trash directory; a
+    trash a killed KSI left is removed the same way.
     """
 
     def __init__(self) -> None:
         self._cond = threading.Condition()
         self._pending: list[str] = []
         self._busy = False
+        #: Someone waits for the trash to empty: no batch to gather for, delete now.
+        self._hurry = False
         self._thread: threading.Thread | None = None
         self._pid = 0
         self._count = itertools.count()
@@ -400,14 +402,17 @@ class _Trash:
         """Until everything discarded in this process so far is deleted."""
         with self._cond:
             if self._pid == os.getpid():
+                self._hurry = True
+                self._cond.notify_all()
                 self._cond.wait_for(lambda: not self._pending and not self._busy)
+                self._hurry = False
 
     def _run(self) -> None:
         while True:
             with self._cond:
                 self._cond.wait_for(lambda: bool(self._pending))
-            time.sleep(_TRASH_BATCH_SEC)  # let a batch gather: one rm for many trees
-            with self._cond:
+                # Let a batch gather (one rm for many trees), unless someone waits for it.
+                self._cond.wait_for(lambda: self._hurry, timeout=_TRASH_BATCH_SEC)
                 batch, self._pending, self._busy = self._pending, [], True
             try:
                 _delete_all(batch)
@@ -447,7 +452,11 @@ def empty_trash(trash: Path) -> None:
     """Wait until this process's discarded trees are deleted, then remove ``trash`` whole
     (what other processes, or a killed KSI, left in it too)."""
     _TRASH.wait()
-    if os.path.lexists(trash):
+    try:
+        os.rmdir(trash)  # empty, as it is after a run alone: no ``rm`` to start
+    except FileNotFoundError:
+        pass
+    except OSError:  # what others left in it, or not a directory
         _delete_all([os.fspath(trash)])
 
 
