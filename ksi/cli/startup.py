@@ -16,6 +16,8 @@ ms, medians of 40 interleaved runs on the 2-core development VM, where
   37 ms;
 * unset root flags read ``False`` (:meth:`LazyGroup.get_params`), so typer does
   not import pydantic to coerce them: 60 ms of ``ksi run --help``;
+* commands' plain values (strings, numbers, paths) converted without pydantic
+  (:mod:`ksi.cli.plain_values`): 60 ms of every ``ksi run``;
 * the ``ksi`` entry points read from the ``entry_points.txt`` files
   (:mod:`ksi.entry_points`) instead of ``importlib.metadata``: 15 ms of
   ``ksi --help`` and 10 of ``ksi run --help``. Under the 20 ms a part must buy to
@@ -36,6 +38,7 @@ import typer.core
 import typer.main
 
 from ksi.cli.help_format import first_paragraph, plain_help
+from ksi.cli.plain_values import plain_help_option, plain_values
 from ksi.errors import KsiError
 
 #: Built-in commands in ``ksi --help`` order: name -> (module in ``ksi.cli``, summary).
@@ -151,7 +154,9 @@ class LazyGroup(typer.core.TyperGroup):
             if holder.registered_commands or holder.registered_groups:
                 group = typer.main.get_group(holder)
                 found = {
-                    n: plain_help(c) for n, c in group.commands.items() if n not in BUILTIN_COMMANDS
+                    n: plain_values(plain_help(c))
+                    for n, c in group.commands.items()
+                    if n not in BUILTIN_COMMANDS
                 }
             self._plugin_commands = found
         return self._plugin_commands
@@ -194,6 +199,8 @@ class LazyGroup(typer.core.TyperGroup):
             if command is not None:
                 return name, command, args[1:]
         resolved: tuple[str | None, Any, list[str]] = super().resolve_command(ctx, args)
+        if resolved[1] is not None:
+            plain_help_option(resolved[1], ctx)
         return resolved
 
     def get_command(self, ctx: Any, cmd_name: str) -> Any:
@@ -220,7 +227,7 @@ def _command_of(holder: typer.Typer, name: str) -> Any:
     only = typer.Typer(rich_markup_mode=None)
     only.registered_commands = [c for c in holder.registered_commands if c.name == name]
     only.registered_groups = [g for g in holder.registered_groups if g.name == name]
-    return plain_help(typer.main.get_group(only).commands[name])
+    return plain_values(plain_help(typer.main.get_group(only).commands[name]))
 
 
 def _asks_for_help(command: Any, parent: Any, name: str, args: list[str]) -> bool:
