@@ -40,14 +40,18 @@ protocol failed (an ``error`` line says how), 2 for bad arguments, 3 when the
 
 from __future__ import annotations
 
-import argparse
-import asyncio
 import json
 import os
 import sys
 import time
 from collections.abc import Sequence
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
+
+if TYPE_CHECKING:
+    # start-up: ``ksi run`` imports this module (for POLICIES) with any agent; only the
+    # client itself, run as a program, needs argparse and asyncio (10 ms)
+    import argparse
+    import asyncio
 
 #: The permission policies and the option kinds each answers with, in preference order.
 POLICIES: dict[str, tuple[str, ...]] = {
@@ -217,11 +221,15 @@ async def _turn(
 
 async def _exit_code(proc: asyncio.subprocess.Process) -> int | None:
     """The agent's exit status, when it exits within a few seconds of closing the pipe."""
+    import asyncio  # start-up: see the imports above
+
     done, _ = await asyncio.wait([asyncio.ensure_future(proc.wait())], timeout=5)
     return proc.returncode if done else None
 
 
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
+    import argparse  # start-up: see the imports above
+
     parser = argparse.ArgumentParser(
         prog="python -m ksi.agents.acp_client",
         description="Run one ACP agent session on a prompt and log it (KSI's acp agent).",
@@ -253,6 +261,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             log.write("error", stage="client", message=message, code=None, data=None)
             print(message, file=sys.stderr)
             return EXIT_NO_PACKAGE
+        import asyncio  # start-up: see the imports above
+
         return asyncio.run(converse(args, log))
 
 

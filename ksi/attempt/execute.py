@@ -63,7 +63,6 @@ from ksi.interfaces import (
     GivesFeedback,
     McpServer,
 )
-from ksi.knowledge.tools import WORKSPACE_COPY, mcp_installed, server_for, visible_copy
 from ksi.models import AgentStatus, EvalResult, EvalStatus, TaskSpec, total_usage
 from ksi.protected_files import ProtectRule
 from ksi.records import (
@@ -358,6 +357,9 @@ class _Attempt:
             path.write_text(item.content, encoding="utf-8")
         tools = job.knowledge_tools
         if tools is not None and Path(tools.store).is_file():
+            # start-up: the knowledge tools (their store, 15 ms) only for attempts that use them
+            from ksi.knowledge.tools import WORKSPACE_COPY, visible_copy
+
             visible_copy(
                 Path(tools.store),
                 workspace / WORKSPACE_COPY,
@@ -398,8 +400,13 @@ class _Attempt:
         the ``mcp`` extra is here (elsewhere the agent posts files, as every agent can);
         the round's live directory only where the agent's processes see the host's files."""
         job, environment = self.job, self.components.environment
-        knowledge = job.knowledge_tools is not None and (workspace / WORKSPACE_COPY).is_file()
         forum = job.forum_tools
+        if job.knowledge_tools is None and forum is None:
+            return ()
+        # start-up: the knowledge tools (their store, 15 ms) only for attempts that use them
+        from ksi.knowledge.tools import WORKSPACE_COPY, mcp_installed, server_for
+
+        knowledge = job.knowledge_tools is not None and (workspace / WORKSPACE_COPY).is_file()
         # A class attribute of the environments that run host programs (as setup reads it).
         host_programs = bool(getattr(environment, "runs_host_programs", False))
         if forum is not None and not (host_programs and mcp_installed()):

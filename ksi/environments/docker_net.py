@@ -32,7 +32,6 @@ import fcntl
 import hashlib
 import json
 import os
-import socket
 import subprocess
 import tempfile
 import uuid
@@ -137,6 +136,8 @@ def _gateway(inspected: subprocess.CompletedProcess[str], name: str) -> str:
 
 def check_local_address(address: str, what: str) -> None:
     """Fail unless ``address`` (a docker network's gateway) is an address of this machine."""
+    import socket  # start-up: every run imports this module (the docker plugin); few probe
+
     family = socket.AF_INET6 if ":" in address else socket.AF_INET
     try:
         with socket.socket(family, socket.SOCK_STREAM) as probe:

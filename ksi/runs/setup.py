@@ -38,7 +38,6 @@ from ksi.generations.setup import GenerationSetup, resolve_generation_setup
 from ksi.generations.steps import needs_distillation
 from ksi.interfaces import Environment, Executor, TaskSource
 from ksi.kinds import AGENT, EVALUATOR
-from ksi.knowledge.tools import MISSING_EXTRA, mcp_installed
 from ksi.layout import RunLayout
 from ksi.models import TaskSpec
 from ksi.plugins import get_plugins
@@ -214,6 +213,9 @@ def preflight(config: RunConfig, run: ResolvedRun) -> None:
 def knowledge_tools_problems(environment: Environment) -> list[str]:
     """Why ``--knowledge-tools on`` cannot work here: the tools' MCP server is KSI's own
     Python, which the agent's CLI starts where it runs, and it needs the ``mcp`` extra."""
+    # start-up: the knowledge tools (their store, 15 ms) only for a run that asks for them
+    from ksi.knowledge.tools import MISSING_EXTRA, mcp_installed
+
     problems = []
     if not getattr(environment, "runs_host_programs", False):
         problems.append(
