@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -148,6 +149,38 @@ def test_ksi_help_imports_no_builtin_command_or_plugin_module() -> None:
     assert not loaded & commands
     assert not {m for m in loaded if m.startswith(RUNNER_AND_COMPONENTS)}
     assert "rich" not in loaded
+
+
+#: What only some runs need: typer's pydantic converter (KSI converts plain command-line
+#: values itself), the knowledge tools, the ACP client's event loop, a docker probe's sockets.
+ONLY_SOME_RUNS_NEED = ("pydantic", "ksi.knowledge.tools", "asyncio", "argparse", "socket")
+
+
+def test_a_command_run_imports_nothing_only_other_runs_need(tmp_path: Path) -> None:
+    (tmp_path / "tasks.jsonl").write_text(
+        '{"task_id": "t", "prompt": "p", "files": {"a.txt": "a"}, "eval": {"command": "true"}}\n'
+    )
+    code = (
+        f"import os\nfrom ksi.cli import main\nos.chdir({str(tmp_path)!r})\ntry:\n"
+        "    main(['run', 'tasks.jsonl', '--agent', 'command', '--agent-option', 'cmd=true',"
+        " '--attempts', '1', '--max-cost', '2.5', '--run-dir', 'run'])\n"
+        "except SystemExit:\n    pass"
+    )
+    loaded = _modules_after(code)
+    assert (tmp_path / "run" / "journal.jsonl").read_text().count("\n") == 1
+    assert "ksi.runs.driver" in loaded
+    assert not {
+        m for m in loaded if m.split(".")[0] in ONLY_SOME_RUNS_NEED or m in ONLY_SOME_RUNS_NEED
+    }
+
+
+def test_a_wrong_value_is_still_refused_in_typers_words(tmp_path: Path) -> None:
+    (tmp_path / "tasks.jsonl").write_text('{"task_id": "t", "prompt": "p"}\n')
+    for value, words in [("x", "valid integer"), ("0", "greater than or equal to 1")]:
+        args = ["run", "tasks.jsonl", "--agent", "nop", "--attempts", value]
+        proc = ksi_cli(*args, env=dict(os.environ), cwd=tmp_path)
+        assert proc.returncode == 2
+        assert "Invalid value for '--attempts'" in proc.stderr and words in proc.stderr
 
 
 # -- options an environment declares for `ksi run` ---------------------------------
