@@ -36,6 +36,7 @@ from ksi.generations.run_store import RunStore
 from ksi.generations.steps import count_missing
 from ksi.layout import RunLayout, refuse_own_file
 from ksi.models import TaskSpec
+from ksi.provenance import collect_in_background
 from ksi.records import AttemptRecord, RunSummary
 from ksi.rundir.config import RunConfig, resume_mismatches, task_set_fingerprint
 from ksi.rundir.journal import read_records
@@ -100,6 +101,8 @@ class Driver:
         self.layout = RunLayout(Path(run_dir).resolve())
         self.progress = progress or NullProgress()
         self.session_id = uuid.uuid4().hex
+        # Where the tasks and KSI came from (git), found while the tasks load; run() records it.
+        self._provenance = collect_in_background(config.tasks_path)
         self.resolved = resolve_run(
             config,
             self.layout,
@@ -220,7 +223,7 @@ class Driver:
                     forget_session(session_id)
 
     def _run_locked(self) -> RunSummary:
-        state, resumed = open_run_dir(self.layout, self.config, self.resolved)
+        state, resumed = open_run_dir(self.layout, self.config, self.resolved, self._provenance)
         store = RunStore.open(
             self.config, self.layout.root, run_id=state.run_id, task_hashes=state.tasks
         )

@@ -14,7 +14,7 @@ import os
 import platform
 import uuid
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +41,7 @@ from ksi.kinds import AGENT, EVALUATOR
 from ksi.layout import RunLayout
 from ksi.models import TaskSpec
 from ksi.plugins import get_plugins
-from ksi.provenance import collect as collect_provenance
+from ksi.provenance import Provenance
 from ksi.rundir.config import RunConfig, resume_mismatches, task_set_fingerprint
 from ksi.rundir.run_state import RunState, load_run_state, save_run_state
 from ksi.runs.job_template import ComponentSpecs
@@ -228,9 +228,14 @@ def knowledge_tools_problems(environment: Environment) -> list[str]:
     return problems
 
 
-def open_run_dir(layout: RunLayout, config: RunConfig, run: ResolvedRun) -> tuple[RunState, bool]:
+def open_run_dir(
+    layout: RunLayout,
+    config: RunConfig,
+    run: ResolvedRun,
+    provenance: Callable[[], Provenance],
+) -> tuple[RunState, bool]:
     """``run.json`` for this session: a new run's, or the resumed run's with this
-    session's settings; True when it resumes a run."""
+    session's settings (``provenance`` gives this session's); True when it resumes a run."""
     fingerprints = task_set_fingerprint(run.tasks)
     resumed = layout.run_json.exists()
     if not resumed:
@@ -266,7 +271,7 @@ def open_run_dir(layout: RunLayout, config: RunConfig, run: ResolvedRun) -> tupl
     state = attrs.evolve(
         state.started_session(),
         versions=_versions(run.components),
-        provenance=collect_provenance(config.tasks_path),
+        provenance=provenance(),
     )
     with disk_full_as_error(layout.root, "writing run.json"):
         save_run_state(layout, state)
