@@ -208,6 +208,10 @@ def create_component(
             raise UserInputError(f"{where.label}: {label}: {exc}") from exc
     valid = option_names(cls)
     try:
+        if not options and all(f.default is not attrs.NOTHING for f in attrs.fields(cls)):
+            # What structuring no options makes, without writing cattrs' code for the class
+            # (a few ms for each component a run resolves with its defaults).
+            return cls()
         return _converter.structure(dict(options), cls)
     except ClassValidationError as exc:
         raise OptionsError(_problems(exc, label, where, valid)) from exc
