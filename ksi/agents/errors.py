@@ -15,6 +15,7 @@ what its own structured output says (e.g. Claude Code's ``error_max_turns``).
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable
 
@@ -31,42 +32,45 @@ _HTTP = r"(?:status|http|error|code)\W{{0,3}}(?:code\W{{0,3}})?{code}\b|(?-i:\b{
 #: context error message can mention the API key's model. Connection failures
 #: come last: a CLI that reached the provider and got an answer (401, 429...) says
 #: so, and that answer is the reason, whatever it said of the retries before it.
-_PATTERNS: tuple[tuple[AgentStatus, re.Pattern[str]], ...] = tuple(
-    (status, re.compile(pattern, re.IGNORECASE))
-    for status, pattern in (
-        (
-            AgentStatus.CONTEXT_EXCEEDED,
-            r"context[_ ]?length[_ ]?exceeded|context[_ ]?window[_ ]?exceeded"
-            r"|exceeds? (?:the )?(?:model'?s? )?context (?:window|limit|length)"
-            r"|prompt is too long|maximum context length|input is too long"
-            r"|ContextWindowExceededError|too many tokens|token limit exceeded"
-            r"|exceeds the [\d,]+ token limit|larger than the context window"
-            r"|exceeds the maximum number of tokens",
-        ),
-        (
-            AgentStatus.BUDGET_EXCEEDED,
-            r"insufficient[_ ]quota|credit balance is too low|usage limit (?:reached|exceeded)"
-            r"|hit your usage limit|exceeded your current quota|billing|payment required"
-            r"|spend(?:ing)? limit|budget (?:limit|exceeded)|max(?:imum)?[_ ]budget"
-            r"|LimitsExceeded|cost limit|requests per day|daily (?:quota|limit)",
-        ),
-        (
-            AgentStatus.AUTH_ERROR,
-            _HTTP.format(code="40[13]") + r"|unauthori[sz]ed|authentication[_ ]?(?:error|failed)"
-            r"|invalid[_ ]?(?:x-)?api[_ ]?key|incorrect api key|api key not valid"
-            r"|invalid bearer token|not logged in|please run /login|please log ?in"
-            r"|permission[_ ]denied.*api|AuthenticationError|ProviderAuthError"
-            r"|missing (?:an )?api key|no api key|api[_ ]key.*(?:not set|missing|required)",
-        ),
-        (
-            AgentStatus.RATE_LIMITED,
-            _HTTP.format(code="(?:429|529|503)") + r"|rate[_ ]?limit|too many requests|overloaded"
-            r"|resource[_ ]?exhausted|RateLimitError|server(?:s)? (?:are|is) (?:down|busy)"
-            r"|service unavailable|try again later|quota exceeded for quota metric",
-        ),
-        (AgentStatus.CONNECTION_ERROR, CONNECTION_PATTERN),
-    )
+_PATTERNS: tuple[tuple[AgentStatus, str], ...] = (
+    (
+        AgentStatus.CONTEXT_EXCEEDED,
+        r"context[_ ]?length[_ ]?exceeded|context[_ ]?window[_ ]?exceeded"
+        r"|exceeds? (?:the )?(?:model'?s? )?context (?:window|limit|length)"
+        r"|prompt is too long|maximum context length|input is too long"
+        r"|ContextWindowExceededError|too many tokens|token limit exceeded"
+        r"|exceeds the [\d,]+ token limit|larger than the context window"
+        r"|exceeds the maximum number of tokens",
+    ),
+    (
+        AgentStatus.BUDGET_EXCEEDED,
+        r"insufficient[_ ]quota|credit balance is too low|usage limit (?:reached|exceeded)"
+        r"|hit your usage limit|exceeded your current quota|billing|payment required"
+        r"|spend(?:ing)? limit|budget (?:limit|exceeded)|max(?:imum)?[_ ]budget"
+        r"|LimitsExceeded|cost limit|requests per day|daily (?:quota|limit)",
+    ),
+    (
+        AgentStatus.AUTH_ERROR,
+        _HTTP.format(code="40[13]") + r"|unauthori[sz]ed|authentication[_ ]?(?:error|failed)"
+        r"|invalid[_ ]?(?:x-)?api[_ ]?key|incorrect api key|api key not valid"
+        r"|invalid bearer token|not logged in|please run /login|please log ?in"
+        r"|permission[_ ]denied.*api|AuthenticationError|ProviderAuthError"
+        r"|missing (?:an )?api key|no api key|api[_ ]key.*(?:not set|missing|required)",
+    ),
+    (
+        AgentStatus.RATE_LIMITED,
+        _HTTP.format(code="(?:429|529|503)") + r"|rate[_ ]?limit|too many requests|overloaded"
+        r"|resource[_ ]?exhausted|RateLimitError|server(?:s)? (?:are|is) (?:down|busy)"
+        r"|service unavailable|try again later|quota exceeded for quota metric",
+    ),
+    (AgentStatus.CONNECTION_ERROR, CONNECTION_PATTERN),
 )
+
+
+@functools.cache
+def _compiled() -> tuple[tuple[AgentStatus, re.Pattern[str]], ...]:
+    """:data:`_PATTERNS` compiled on first use (2 ms): only a failed attempt needs them."""
+    return tuple((status, re.compile(pattern, re.IGNORECASE)) for status, pattern in _PATTERNS)
 
 
 def classify_text(texts: Iterable[str]) -> AgentStatus | None:
@@ -74,7 +78,7 @@ def classify_text(texts: Iterable[str]) -> AgentStatus | None:
     joined = "\n".join(t for t in texts if t)
     if not joined.strip():
         return None
-    for status, pattern in _PATTERNS:
+    for status, pattern in _compiled():
         if pattern.search(joined):
             return status
     return None
