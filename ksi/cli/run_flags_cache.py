@@ -45,7 +45,7 @@ from types import ModuleType
 from typing import Any
 
 from ksi._version import __version__
-from ksi.entry_points import KSI_GROUP, entry_points
+from ksi.entry_points import KSI_GROUP, EntryPoint, entry_points
 
 #: ``(flag, option, help)``: ``--image`` sets the component option ``image``; its help text.
 Row = tuple[str, str, str]
@@ -80,8 +80,9 @@ def cache_file(name: str = "run-flags") -> Path | None:
     return directory / f"{name}-{zlib.crc32(interpreter):08x}.json"
 
 
-def _installation() -> dict[str, Any]:
-    """The key's part that is not module files, as JSON would give it back."""
+def _installation(points: Sequence[EntryPoint] | None = None) -> dict[str, Any]:
+    """The key's part that is not module files, as JSON would give it back (``points``:
+    the ``ksi`` entry points, when the caller has just found them)."""
     return {
         "format": FORMAT,
         "ksi": __version__,
@@ -90,7 +91,8 @@ def _installation() -> dict[str, Any]:
         "path": sys.path[1:],
         "variables": {name: os.environ.get(name) for name in PLUGIN_VARIABLES},
         "entry_points": [
-            [ep.name, ep.value, ep.dist, ep.version] for ep in entry_points(KSI_GROUP)
+            [ep.name, ep.value, ep.dist, ep.version]
+            for ep in (entry_points(KSI_GROUP) if points is None else points)
         ],
     }
 
@@ -128,7 +130,11 @@ def cached_rows(kinds: Sequence[str]) -> dict[str, list[Row]] | None:
         return None  # no file, or not one this code wrote: build the help from the plugins
 
 
-def save(rows: dict[str, list[Row]], modules: Iterable[ModuleType]) -> None:
+def save(
+    rows: dict[str, list[Row]],
+    modules: Iterable[ModuleType],
+    points: Sequence[EntryPoint] | None = None,
+) -> None:
     """Keep ``rows`` for the next help, valid while the files of ``modules`` stay as they are.
 
     Nothing is written when one of the files cannot be watched (a module
@@ -146,7 +152,10 @@ def save(rows: dict[str, list[Row]], modules: Iterable[ModuleType]) -> None:
         if stamp is None:
             return
         files[name] = stamp
-    data = {"installation": _installation(), "files": files, "rows": rows}
+    data = {"installation": _installation(points), "files": files, "rows": rows}
+    with contextlib.suppress(OSError, ValueError):
+        if json.loads(path.read_text(encoding="utf-8")) == json.loads(json.dumps(data)):
+            return  # what every run after the first finds: no file to write again
     # start-up: only when the flags are read from the plugins
     from ksi.fileops import write_json_atomic
 
@@ -155,10 +164,10 @@ def save(rows: dict[str, list[Row]], modules: Iterable[ModuleType]) -> None:
         write_json_atomic(path, data, durable=False, indent=None)
 
 
-def _plugin_modules() -> set[str]:
-    """The modules the ``ksi`` entry points name (a malformed one failed to load: no cache)."""
+def _plugin_modules(points: Sequence[EntryPoint]) -> set[str]:
+    """The modules ``points`` name (a malformed one failed to load: no cache)."""
     names = set()
-    for ep in entry_points(KSI_GROUP):
+    for ep in points:
         with contextlib.suppress(ValueError):
             names.add(ep.module)
     return names
@@ -190,6 +199,7 @@ def rows_from_plugins(kinds: Sequence[str]) -> dict[str, list[Row]]:
     if not state.errors and not in_process:
         # The plugins' own modules too: in a process that loaded them before, they are
         # not among the modules imported here.
-        names = (set(sys.modules) - before) | owners | _plugin_modules()
-        save(rows, [sys.modules[name] for name in sorted(names) if name in sys.modules])
+        points = entry_points(KSI_GROUP)  # one scan of sys.path for both
+        names = (set(sys.modules) - before) | owners | _plugin_modules(points)
+        save(rows, [sys.modules[name] for name in sorted(names) if name in sys.modules], points)
     return rows
