@@ -59,18 +59,23 @@ def plain_help_option(command: Any, ctx: Any) -> None:
 
 
 def _install(param: Any) -> None:
+    """Give ``param`` the plain converter; a typer whose private pieces are shaped
+    otherwise than this module knows keeps its own (slower, never wrong)."""
     descriptor = getattr(param, "type_descriptor", None)
-    if (
-        isinstance(descriptor, TypeDescriptor)
-        and getattr(param, "_runtime_param", 0) is None
-        and descriptor.file_annotation is None  # typer opens files: left to it
-        and descriptor.parameter_info.parser is None
-    ):
-        param._runtime_param = _PlainRuntimeParam(
-            parameter_info=descriptor.parameter_info,
-            annotation=descriptor.annotation,
-            descriptor=descriptor,
-        )
+    try:
+        if (
+            isinstance(descriptor, TypeDescriptor)
+            and getattr(param, "_runtime_param", 0) is None
+            and descriptor.file_annotation is None  # typer opens files: left to it
+            and descriptor.parameter_info.parser is None
+        ):
+            param._runtime_param = _PlainRuntimeParam(
+                parameter_info=descriptor.parameter_info,
+                annotation=descriptor.annotation,
+                descriptor=descriptor,
+            )
+    except (AttributeError, TypeError):
+        return
 
 
 @dataclasses.dataclass(frozen=True)
