@@ -11,11 +11,13 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import sysconfig
 from pathlib import Path
 
 import pytest
 from docker_support import needs_bwrap, start_sandbox
 
+import ksi
 from ksi.environments.sandbox import (
     SandboxEnvironment,
     SandboxHandle,
@@ -23,6 +25,7 @@ from ksi.environments.sandbox import (
     unseen_roots,
 )
 from ksi.environments.sandbox_expose import program_mounts
+from ksi.errors import EnvironmentFailure
 from ksi.interfaces import Invocation
 
 pytestmark = [pytest.mark.sandbox, needs_bwrap]
@@ -149,3 +152,69 @@ def test_a_program_under_tmp_runs_although_the_sandbox_has_its_own_tmp(
     # The same with /tmp left out of what is looked under: the program is not found inside.
     hidden_only = program_mounts(python, "", hidden_roots(True))
     assert not any(link == python for _, link in hidden_only.symlinks)
+
+
+#: Where this test's KSI has its dependencies (attrs, pluggy...).
+DEPS = Path(sysconfig.get_paths()["purelib"])
+
+
+def _tmp_venv(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *roots: Path) -> str:
+    """A venv under /tmp whose ``.pth`` names ``roots`` (like ``pip install -e``), made KSI's
+    own Python."""
+    if Path("/tmp").resolve() not in tmp_path.resolve().parents:
+        pytest.skip(f"pytest's temporary directory {tmp_path} is not under /tmp")
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    site = next((venv / "lib").glob("python3*/site-packages"))
+    (site / "_editable.pth").write_text("".join(f"{p}\n" for p in roots))
+    python = str(venv / "bin" / "python")
+    monkeypatch.setattr(sys, "executable", python)
+    return python
+
+
+def test_ksis_own_python_in_a_tmp_venv_imports_from_it_in_the_sandbox(
+    tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """KSI's venv and its editable checkout under /tmp (a CI checkout's): a process started
+    with KSI's own interpreter (the ACP client), or starting it (an MCP server), imports
+    from them inside, read-only, while the rest of the host's /tmp stays out of sight."""
+    checkout = tmp_path / "checkout"
+    (checkout / "ownmod").mkdir(parents=True)
+    (checkout / "ownmod" / "__init__.py").write_text("")
+    python = _tmp_venv(tmp_path, monkeypatch, checkout, Path(ksi.__file__).parent.parent, DEPS)
+    (tmp_path / "secret.txt").write_text("SECRET\n")
+    code = (
+        "import os, ownmod, ksi.knowledge.tools\n"
+        f"print('imported; secret visible:', os.path.exists({str(tmp_path / 'secret.txt')!r}))\n"
+        "try:\n"
+        f"    open({str(checkout / 'planted.py')!r}, 'w')\n"
+        "except OSError as exc:\n"
+        "    print('checkout writable: no', exc.strerror)\n"
+    )
+    SandboxEnvironment(network="none").prepare([])
+    handle = _start(tmp_path, home)
+    expected = (0, "imported; secret visible: False\ncheckout writable: no Read-only file system\n")
+    assert _run(handle, (python, "-c", code), tmp_path) == expected
+    helper = Invocation(("/bin/sh", "-c", 'exec "$0" -c "$1"', python, code), programs=(python,))
+    assert _run(handle, helper.argv, tmp_path) != expected  # nothing said it runs KSI's Python
+    out, err = tmp_path / "o.log", tmp_path / "e.log"
+    res = handle.exec(helper, timeout=60, stdout_path=out, stderr_path=err, log_cap_bytes=100_000)
+    assert (res.exit_code, out.read_text()) == expected, err.read_text()
+    assert not (checkout / "planted.py").exists()
+
+
+def test_ksis_own_python_importing_from_a_hidden_root_itself_fails_the_probe(
+    tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """KSI's dependencies straight in the home, named by a ``.pth``: the home is never shown,
+    so ``prepare`` says KSI cannot be imported inside, names the path and the fix, before
+    any attempt runs."""
+    for dep in DEPS.iterdir():
+        if dep.suffix != ".pth" and not dep.name.startswith(("ksi", "_editable")):
+            (home / dep.name).symlink_to(dep)
+    _tmp_venv(tmp_path, monkeypatch, Path(ksi.__file__).parent.parent, home)
+    with pytest.raises(EnvironmentFailure) as err:
+        SandboxEnvironment(network="none").prepare([])
+    message = str(err.value)
+    assert "cannot import KSI inside the sandbox" in message
+    assert str(home) in message and "expose=PATH" in message

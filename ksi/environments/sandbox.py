@@ -26,7 +26,9 @@ read-only, so the agent uses the tools installed on the host. What it gets:
   for the agent; ``network=host``: the host's network;
 * the agent's program and its interpreter, read-only, even when installed
   under a hidden home (a venv on pyenv's Python, node under ``~/.nvm``):
-  :mod:`ksi.environments.sandbox_expose`;
+  :mod:`ksi.environments.sandbox_expose`; for a process started with KSI's own
+  interpreter (the knowledge tools' MCP server, the ACP client), what that
+  interpreter imports from too (a venv and an editable checkout in ``/tmp``);
 * its own PID, IPC and UTS namespaces, no capabilities, a new session (no
   terminal injection), and killed when its parent dies.
 
@@ -51,7 +53,13 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import attrs
 
 from ksi.environments.local import LocalHandle
-from ksi.environments.sandbox_expose import program_mounts
+from ksi.environments.sandbox_expose import (
+    ProgramMounts,
+    import_roots,
+    merged,
+    program_mounts,
+    python_mounts,
+)
 from ksi.errors import EnvironmentFailure
 from ksi.hookspecs import hookimpl
 from ksi.interfaces import AttemptContext, EnvironmentBase, Invocation
@@ -93,6 +101,14 @@ HIDDEN_VARS = frozenset(
     }
 )
 
+
+#: Run by KSI's Python in the probe: KSI imports what the knowledge tools' server needs
+#: besides the MCP SDK (which is slow to import: found, not imported, as each module named).
+_IMPORTS_CHECK = (
+    "import importlib.util, sys, ksi.knowledge.tools\n"
+    "missing = [m for m in sys.argv[1:] if importlib.util.find_spec(m) is None]\n"
+    "sys.exit('cannot import ' + ', '.join(missing) if missing else 0)"
+)
 
 #: ``network`` option values: the declared endpoints only, nothing, the host's network.
 NETWORK_CHOICES = ("endpoints", "none", "host")
@@ -141,6 +157,34 @@ def relay_interpreter() -> str:
             "empty), so the network relay cannot run; use network=host or network=none"
         )
     return os.path.realpath(sys.executable)
+
+
+def runs_own_python(invocation: Invocation) -> bool:
+    """Whether the process, or a program it starts (an MCP server), is KSI's own interpreter."""
+    own = os.path.abspath(sys.executable) if sys.executable else None
+    return own is not None and any(
+        os.path.abspath(p) == own for p in (invocation.argv[0], *invocation.programs)
+    )
+
+
+def own_python_mounts(hidden: Sequence[Path], runs: Sequence[str] = ()) -> ProgramMounts:
+    """What KSI's own Python needs shown (:func:`python_mounts`); never a run directory's content.
+
+    The run directory is hidden after these mounts, so a KSI installed inside
+    it (``runs`` are the directories :func:`run_dirs_to_hide` gives) could not
+    be shown without showing the other attempts: that is refused with the fix.
+    """
+    mounts = python_mounts(sys.executable, hidden)
+    for bind in mounts.binds:
+        inside = [r for r in runs if Path(r) == Path(bind) or Path(r) in Path(bind).parents]
+        if inside:
+            raise EnvironmentFailure(
+                f"sandbox environment: KSI's Python ({sys.executable}) imports from {bind}, "
+                f"inside the run directory {inside[0]}, which the sandbox hides from the agent; "
+                "install KSI (its venv and source) outside the run directory, or choose a "
+                "--run-dir elsewhere"
+            )
+    return mounts
 
 
 def sandbox_env(
@@ -211,6 +255,7 @@ def bwrap_args(
     expose: Sequence[str],
     cwd: Path,
     hide: Sequence[str] = (),
+    shown: Sequence[str] = (),
     mounts: Sequence[str] = (),
 ) -> list[str]:
     """The bubblewrap command line (without the program to run), in mount order.
@@ -218,9 +263,11 @@ def bwrap_args(
     The one place a sandbox's command line is built. ``hide`` names more host
     paths to hide (a directory behind an empty tmpfs, a file behind /dev/null),
     e.g. :func:`run_dirs_to_hide`; the secrets in :data:`SECRET_FILES` and
-    :data:`SECRET_DIRS` are always hidden. ``mounts`` are more bubblewrap
-    mount arguments placed after the hiding ones (the program's installation,
-    the network relay's directory). ``workspace`` is bound writable last, so
+    :data:`SECRET_DIRS` are always hidden. ``shown`` are bubblewrap mount
+    arguments showing what the homes and ``/tmp`` hide (the program's
+    installation, KSI's own Python), placed before the other hiding ones, so a
+    secret or a run directory under them stays hidden; ``mounts`` come after
+    them (the network relay's directory). ``workspace`` is bound writable last, so
     it is there even under a hidden directory. ``network`` is ``host`` for the
     host's network; anything else is the sandbox's own, loopback only.
     """
@@ -230,6 +277,7 @@ def bwrap_args(
     # Resolved (/var/run is a link to /run), each once, parents before children.
     for root in hidden_roots(hide_home):
         args += ["--tmpfs", str(root)]
+    args += shown
     secret_dirs, secret_files = _secret_paths(hide)
     for path in _outermost(secret_dirs):
         args += ["--tmpfs", path]
@@ -288,10 +336,13 @@ class SandboxHandle(LocalHandle):
         env = sandbox_env(self.base_env, invocation.env, self.host_workspace)
         hidden = unseen_roots(self.hide_home)
         program = list(invocation.argv)
-        shown = program_mounts(program[0], env.get("PATH", os.defpath), hidden, cwd=cwd)
-        mounts = shown.bwrap_args()
-        for helper in invocation.programs:  # started by the program (an MCP server)
-            mounts += program_mounts(helper, env.get("PATH", os.defpath), hidden).bwrap_args()
+        path_var = env.get("PATH", os.defpath)
+        shown = [program_mounts(program[0], path_var, hidden, cwd=cwd)]
+        # Started by the program (an MCP server).
+        shown += [program_mounts(helper, path_var, hidden) for helper in invocation.programs]
+        if runs_own_python(invocation):
+            shown.append(own_python_mounts(hidden, runs))
+        mounts: list[str] = []
         if relay is not None:
             interpreter = relay_interpreter()
             mounts += program_mounts(interpreter, "", hidden).bwrap_args()
@@ -306,6 +357,7 @@ class SandboxHandle(LocalHandle):
             expose=self.expose,
             cwd=cwd,
             hide=(*self.hide, *runs),
+            shown=merged(*shown).bwrap_args(),
             mounts=mounts,
         )
         argv += ["--", *program]
@@ -390,8 +442,46 @@ class SandboxEnvironment(EnvironmentBase):
                 "(sysctl kernel.unprivileged_userns_clone=1; on Ubuntu 24.04+ also "
                 "kernel.apparmor_restrict_unprivileged_userns=0), or use --environment docker"
             )
+        self._probe_own_python(binary)
         if self.network == "endpoints":
             self._probe_relay(binary)
+
+    def _probe_own_python(self, binary: str) -> None:
+        """Check that KSI's own Python imports KSI inside a sandbox, when it needs showing.
+
+        The knowledge tools' MCP server and the ACP client run it there; with its
+        venv or source under ``/tmp`` or a hidden home, :func:`own_python_mounts`
+        shows them. Nothing to check (and no cost) when all of it is in sight.
+        """
+        if not sys.executable:
+            return
+        hidden = unseen_roots(self.hide_home)
+        own = own_python_mounts(hidden)
+        if not own.binds and not own.refused:
+            return
+        modules = import_roots(sys.executable).found
+        check = [sys.executable, "-I", "-c", _IMPORTS_CHECK, *modules]
+        try:
+            res = self._probe(
+                binary,
+                check,
+                network="none",
+                shown=own.bwrap_args(),
+                expose=self._expose_paths(),
+                timeout=60,
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            res = subprocess.CompletedProcess(check, 1, "", str(exc))
+        if res.returncode != 0:
+            detail = res.stderr.strip()[-500:] or f"exit {res.returncode}"
+            paths = ", ".join(own.refused or own.binds)
+            raise EnvironmentFailure(
+                f"sandbox environment: KSI's Python ({sys.executable}) cannot import KSI "
+                f"inside the sandbox ({detail}); it runs there for the knowledge tools and "
+                f"the acp agent, and imports from {paths}, which the sandbox hides "
+                f"(/tmp and /var/tmp are private{', the homes hidden' if self.hide_home else ''})."
+                " Install KSI outside them, or show the path with expose=PATH"
+            )
 
     def _probe_relay(self, binary: str) -> None:
         """Check that KSI's Python, which carries the agent's model calls, runs in a sandbox."""
@@ -418,7 +508,9 @@ class SandboxEnvironment(EnvironmentBase):
         argv: Sequence[str],
         *,
         network: str,
+        shown: Sequence[str] = (),
         mounts: Sequence[str] = (),
+        expose: Sequence[str] = (),
         timeout: float,
     ) -> subprocess.CompletedProcess[str]:
         """``argv`` in a throw-away sandbox made as an attempt's is (what ``prepare`` checks)."""
@@ -429,8 +521,9 @@ class SandboxEnvironment(EnvironmentBase):
                 probe,
                 network=network,
                 hide_home=self.hide_home,
-                expose=(),
+                expose=expose,
                 cwd=probe,
+                shown=shown,
                 mounts=mounts,
             )
             return subprocess.run(

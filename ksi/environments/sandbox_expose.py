@@ -12,12 +12,19 @@ prefix's ``bin`` and ``lib`` (a venv's, a Python's, node's), a package
 directory, or the file alone; the symlinks on the way are recreated as
 symlinks. It never shows a hidden root itself (``/root``, ``/home``,
 ``/home/<user>``, ``$HOME``) or anything above one.
+
+KSI's own Python runs in the sandbox too (the knowledge tools' MCP server,
+the ACP client): :func:`python_mounts` adds what it imports from, when its
+venv or its source lives under a hidden home or ``/tmp``.
 """
 
 from __future__ import annotations
 
+import functools
+import json
 import os
 import shutil
+import subprocess
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -35,6 +42,8 @@ class ProgramMounts:
 
     binds: tuple[str, ...] = ()
     symlinks: tuple[tuple[str, str], ...] = ()
+    #: Paths needed but never shown: a hidden root itself, or above one.
+    refused: tuple[str, ...] = ()
 
     def bwrap_args(self) -> list[str]:
         args: list[str] = []
@@ -43,6 +52,20 @@ class ProgramMounts:
         for target, link in self.symlinks:
             args += ["--symlink", target, link]
         return args
+
+
+def merged(*mounts: ProgramMounts) -> ProgramMounts:
+    """``mounts`` as one: each path bound or linked once (bubblewrap refuses a second
+    symlink where one is), nothing under a bound directory linked again."""
+    kept = _outermost([Path(p) for m in mounts for p in m.binds])
+    links = {link: target for m in mounts for target, link in m.symlinks}
+    return ProgramMounts(
+        binds=tuple(str(p) for p in kept),
+        symlinks=tuple(
+            (target, link) for link, target in sorted(links.items()) if not _under(Path(link), kept)
+        ),
+        refused=tuple(sorted({p for m in mounts for p in m.refused})),
+    )
 
 
 def _under(path: Path, roots: Iterable[Path]) -> bool:
@@ -159,12 +182,11 @@ def program_mounts(
         for nxt in (_interpreter(path, path_var, hidden), _venv_base(path)):
             if nxt is not None:
                 todo.append(nxt)
-    kept = _outermost(binds)
-    return ProgramMounts(
-        binds=tuple(str(p) for p in kept),
-        symlinks=tuple(
-            (target, link) for link, target in sorted(links.items()) if not _under(Path(link), kept)
-        ),
+    return merged(
+        ProgramMounts(
+            binds=tuple(str(p) for p in binds),
+            symlinks=tuple((target, link) for link, target in links.items()),
+        )
     )
 
 
@@ -174,3 +196,76 @@ def _outermost(paths: Sequence[Path]) -> list[Path]:
         if not _under(path, kept):
             kept.append(path)
     return kept
+
+
+#: The top-level modules KSI's own Python imports in a sandbox: KSI (the knowledge
+#: tools' MCP server), the MCP SDK, the ACP client's SDK.
+KSI_MODULES = ("ksi", "mcp", "acp")
+
+# Run by the interpreter asked about: where it imports from when started afresh.
+_ROOTS_CODE = """
+import importlib.util, json, os, sys
+roots = [p for p in sys.path if p]
+if sys.prefix != sys.base_prefix:
+    roots.append(os.path.join(sys.prefix, "pyvenv.cfg"))
+found = []
+for name in sys.argv[1:]:
+    spec = importlib.util.find_spec(name)
+    if spec is not None:
+        found.append(name)
+        roots += list(spec.submodule_search_locations or [spec.origin or ""])
+print(json.dumps({"roots": roots, "found": found}))
+"""
+
+
+@attrs.frozen
+class ImportRoots:
+    """Where an interpreter imports from, and which of :data:`KSI_MODULES` it finds."""
+
+    roots: tuple[str, ...] = ()
+    found: tuple[str, ...] = ()
+
+
+@functools.cache
+def import_roots(interpreter: str) -> ImportRoots:
+    """What ``interpreter`` imports from when started afresh (``-I``), asked of it once.
+
+    Asked of a new process, not read off this one's ``sys.path``: pytest, a
+    script's directory or ``PYTHONPATH`` add entries a sandboxed process never
+    gets (its environment has no ``PYTHON*`` variable), and a module an
+    editable install's finder maps outside ``sys.path`` is found only by
+    asking for it. An interpreter that cannot say gives nothing (the
+    sandbox's probe then reports what fails to import).
+    """
+    try:
+        res = subprocess.run(
+            [interpreter, "-I", "-c", _ROOTS_CODE, *KSI_MODULES],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        data = json.loads(res.stdout) if res.returncode == 0 else {}
+    except (OSError, subprocess.TimeoutExpired, ValueError):
+        data = {}
+    return ImportRoots(
+        roots=tuple(os.path.abspath(p) for p in data.get("roots", []) if os.path.exists(p)),
+        found=tuple(data.get("found", [])),
+    )
+
+
+def python_mounts(interpreter: str, hidden: Sequence[Path]) -> ProgramMounts:
+    """The mounts that let ``interpreter`` (KSI's own) run and import KSI although ``hidden`` is.
+
+    :func:`program_mounts` shows the interpreter and its base Python; this
+    adds, read-only, what it imports from that lies under a hidden root: its
+    venv's ``pyvenv.cfg`` (without which it is not that venv) and each
+    :func:`import_roots` entry (``site-packages``, an editable install's
+    source). An entry that is a hidden root itself, or above one, is never
+    shown: it is listed in :attr:`ProgramMounts.refused`.
+    """
+    needed = [Path(p) for p in import_roots(interpreter).roots if _under(Path(p), hidden)]
+    roots = ProgramMounts(
+        binds=tuple(str(p) for p in needed if not _forbidden(p, hidden)),
+        refused=tuple(str(p) for p in needed if _forbidden(p, hidden)),
+    )
+    return merged(program_mounts(interpreter, "", hidden), roots)
