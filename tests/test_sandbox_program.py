@@ -218,3 +218,25 @@ def test_ksis_own_python_importing_from_a_hidden_root_itself_fails_the_probe(
     message = str(err.value)
     assert "cannot import KSI inside the sandbox" in message
     assert str(home) in message and "expose=PATH" in message
+
+
+def test_ksis_own_python_inside_the_run_directory_is_refused_with_the_fix(
+    tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run directory is hidden after KSI's Python is shown: a venv inside it cannot be
+    shown without the other attempts, so the attempt's sandbox refuses, saying why."""
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "run.json").write_text("{}")
+    python = _tmp_venv(run_dir, monkeypatch, Path(ksi.__file__).parent.parent, DEPS)
+    handle = start_sandbox(SandboxEnvironment(network="none"), run_dir)
+    with pytest.raises(EnvironmentFailure) as err:
+        handle.exec(
+            Invocation((python, "-c", "import ksi")),
+            timeout=60,
+            stdout_path=tmp_path / "o.log",
+            stderr_path=tmp_path / "e.log",
+            log_cap_bytes=100_000,
+        )
+    assert f"inside the run directory {run_dir}" in str(err.value)
+    assert "--run-dir elsewhere" in str(err.value)
