@@ -451,13 +451,13 @@ class SandboxEnvironment(EnvironmentBase):
 
         The knowledge tools' MCP server and the ACP client run it there; with its
         venv or source under ``/tmp`` or a hidden home, :func:`own_python_mounts`
-        shows them. Nothing to check (and no cost) when all of it is in sight.
+        shows them. Nothing to check (and no cost) when all it imports is in sight.
         """
         if not sys.executable:
             return
         hidden = unseen_roots(self.hide_home)
         own = own_python_mounts(hidden)
-        if not own.binds and not own.refused:
+        if own == program_mounts(sys.executable, "", hidden):  # its imports are all in sight
             return
         modules = import_roots(sys.executable).found
         check = [sys.executable, "-I", "-c", _IMPORTS_CHECK, *modules]

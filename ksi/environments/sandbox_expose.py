@@ -21,10 +21,12 @@ venv or its source lives under a hidden home or ``/tmp``.
 from __future__ import annotations
 
 import functools
+import importlib.util
 import json
 import os
 import shutil
 import subprocess
+import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -263,9 +265,36 @@ def python_mounts(interpreter: str, hidden: Sequence[Path]) -> ProgramMounts:
     source). An entry that is a hidden root itself, or above one, is never
     shown: it is listed in :attr:`ProgramMounts.refused`.
     """
+    program = program_mounts(interpreter, "", hidden)
+    if _all_in_sight(interpreter, hidden, program):
+        return program
     needed = [Path(p) for p in import_roots(interpreter).roots if _under(Path(p), hidden)]
     roots = ProgramMounts(
         binds=tuple(str(p) for p in needed if not _forbidden(p, hidden)),
         refused=tuple(str(p) for p in needed if _forbidden(p, hidden)),
     )
-    return merged(program_mounts(interpreter, "", hidden), roots)
+    return merged(program, roots)
+
+
+def _all_in_sight(interpreter: str, hidden: Sequence[Path], shown: ProgramMounts) -> bool:
+    """Whether ``interpreter`` surely imports from nothing hidden but ``shown``, known here.
+
+    Known without starting it (:func:`import_roots` costs a Python start-up,
+    ~0.15 s) when it is the interpreter running this process, with ``site``:
+    a fresh one then imports from no more than this process's ``sys.path``
+    and the modules this process finds. Anything else is asked.
+    """
+    if sys.flags.no_site or Path(os.path.abspath(interpreter)).parent.parent != Path(sys.prefix):
+        return False
+    places = [p for p in sys.path if p]
+    if sys.prefix != sys.base_prefix:
+        places.append(os.path.join(sys.prefix, "pyvenv.cfg"))
+    for name in KSI_MODULES:
+        spec = importlib.util.find_spec(name)
+        if spec is not None:
+            places += list(spec.submodule_search_locations or [spec.origin or ""])
+    kept = [Path(p) for p in shown.binds]
+    return not any(
+        _under(path, hidden) and not _under(path, kept)
+        for path in (Path(os.path.abspath(p)) for p in places if p)
+    )
