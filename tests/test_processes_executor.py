@@ -63,6 +63,40 @@ def test_attempts_run_in_worker_processes_that_end_with_the_run(tmp_path: Path) 
     assert not [pid for pid in parents if _alive(pid)], "no worker outlives the run"
 
 
+#: A ``sitecustomize`` that leaves a file named after each worker process that starts.
+_COUNT_WORKERS = """
+import os
+if "KSI_WORKER_SYS_PATH" in os.environ:  # a processes-executor worker, starting up
+    open(os.path.join(os.environ["STARTED_WORKERS_DIR"], str(os.getpid())), "w").close()
+"""
+
+
+def test_a_run_starts_no_more_workers_than_it_has_attempts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each worker costs a fresh interpreter (KSI and the plugins imported): a one-attempt
+    run at --concurrency 4 starts one, not four."""
+    hooks, started = tmp_path / "hooks", tmp_path / "started"
+    hooks.mkdir()
+    started.mkdir()
+    (hooks / "sitecustomize.py").write_text(_COUNT_WORKERS)
+    python_path = [str(hooks), *filter(None, [os.environ.get("PYTHONPATH")])]
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(python_path))
+    monkeypatch.setenv("STARTED_WORKERS_DIR", str(started))
+    summary = ksi.run(
+        _tasks(tmp_path, 1),
+        agent="command",
+        agent_options={"cmd": "echo $PPID > repo/f.txt"},
+        run_dir=tmp_path / "run",
+        concurrency=4,
+        executor="processes",
+    )
+    (record,) = summary.records
+    assert record.score == 1.0
+    worker = (tmp_path / "run" / record.attempt_dir / "captured" / "repo" / "f.txt").read_text()
+    assert [path.name for path in started.iterdir()] == [worker.strip()]
+
+
 def test_a_worker_that_dies_loses_only_its_attempt(tmp_path: Path) -> None:
     """The dead worker's attempt says so (a resume runs it again); a new worker runs the rest."""
     once = tmp_path / "killed-once"  # the first try of t1 kills its worker; the resume's does not
