@@ -80,6 +80,11 @@ def run_command(ctx: typer.Context, **params: Any) -> None:
     Options may come from a TOML file (-c run.toml) and, for the common ones,
     from KSI_* environment variables; the command line wins over both.
     """
+    if params.get("executor") == "processes" and not params.get("dry_run"):
+        # start-up: the first worker loads beside the runner's imports and the run's set-up
+        from ksi.executors.workers import prestart
+
+        prestart()
     # start-up: `ksi run --help` imports no runner
     from ksi.runs.api import default_run_dir
     from ksi.runs.driver import Driver

@@ -8,18 +8,19 @@ their own lock and run those parts side by side.
 
 How: up to ``--concurrency`` workers, each a fresh interpreter (``python -c``,
 nothing inherited from the driver but its environment, working directory and
-``sys.path``), started when a job finds no idle one and kept for the whole run:
-a run of fewer attempts than ``--concurrency`` starts only as many workers as
-it has attempts (each start costs about 0.25 s of CPU: KSI and the plugins
-imported), and a full window's jobs, submitted together, start theirs side by
-side. Each
-worker holds one job at a time; the driver writes the pickled job to the
-worker's job pipe and reads the pickled record from its record pipe, in the
-driver's own thread, with no pool thread in between (a thread hop per job
-costs as much as a short attempt's Python). Components are resolved by name
-in the worker, from the installed plugins (``ksi.attempt.execute.components_for``),
-so a component given as a Python object must pickle (defined at module
-level), and a plugin registered in-process only is not found there.
+``sys.path``), started when a job finds no idle one and kept for the whole
+run: a run of fewer attempts than ``--concurrency`` starts only as many
+workers as it has attempts (each start costs about 0.25 s of CPU: KSI and the
+plugins imported), and a full window's jobs, submitted together, start theirs
+side by side. ``ksi run`` starts the first one as it reads its options
+(:mod:`ksi.executors.workers`). Each worker holds one job at a time; the
+driver writes the pickled job to the worker's job pipe and reads the pickled
+record from its record pipe, in the driver's own thread, with no pool thread
+in between (a thread hop per job costs as much as a short attempt's Python).
+Components are resolved by name in the worker, from the installed plugins
+(``ksi.attempt.execute.components_for``), so a component given as a Python
+object must pickle (defined at module level), and a plugin registered
+in-process only is not found there.
 
 Lifecycle: a worker that dies mid-job makes that job an error outcome with
 ``worker_lost`` (a resume runs it again) and is replaced for the next job.
@@ -36,16 +37,16 @@ import os
 import pickle
 import signal
 import subprocess
-import sys
 import threading
 from collections import deque
 from collections.abc import Iterator
 from types import FrameType
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
 import attrs
 
 from ksi.errors import UnknownComponentError
+from ksi.executors.workers import Worker, start_worker
 from ksi.hookspecs import Register, hookimpl
 from ksi.jobs import (
     AttemptJob,
@@ -59,59 +60,6 @@ from ksi.jobs import (
 #: Seconds a worker whose record pipe closed has to finish dying before it is killed.
 _DEATH_WAIT_SEC = 5.0
 
-if TYPE_CHECKING:  # imported when a run starts workers: every `ksi run` registers this module
-    from multiprocessing.connection import Connection
-
-#: What the worker process runs: :func:`serve` on the two pipe descriptors and the driver's
-#: pid, with the driver's ``sys.path`` (set before KSI is imported: a source checkout, a
-#: test's paths).
-_WORKER_CODE = (
-    "import os, sys; sys.path[:] = os.environ.pop('KSI_WORKER_SYS_PATH').split(os.pathsep); "
-    "from ksi.executors.processes import serve; "
-    "serve(int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]))"
-)
-
-
-class _Worker:
-    """One worker process, its two pipes, and the job it runs (None when idle)."""
-
-    def __init__(self, proc: subprocess.Popen[bytes], jobs: Connection, records: Connection):
-        self.proc = proc
-        self.jobs = jobs  # driver -> worker
-        self.records = records  # worker -> driver
-        self.job: AttemptJob | None = None
-
-    def close(self) -> None:
-        for conn in (self.jobs, self.records):
-            with contextlib.suppress(OSError):
-                conn.close()
-
-
-def _start_worker() -> _Worker:
-    # start-up: listing components imports this module; this only when used
-    from multiprocessing.connection import Connection
-
-    job_r, job_w = os.pipe()
-    rec_r, rec_w = os.pipe()
-    try:
-        proc = subprocess.Popen(
-            [sys.executable, "-c", _WORKER_CODE, str(job_r), str(rec_w), str(os.getpid())],
-            pass_fds=(job_r, rec_w),
-            stdin=subprocess.DEVNULL,
-            # A plugin's print() must not land in the driver's stdout (a report may be there).
-            stdout=2,
-            env={**os.environ, "KSI_WORKER_SYS_PATH": os.pathsep.join(sys.path)},
-            close_fds=True,
-        )
-    except BaseException:
-        for fd in (job_w, rec_r):
-            os.close(fd)
-        raise
-    finally:
-        os.close(job_r)
-        os.close(rec_w)
-    return _Worker(proc, Connection(job_w, readable=False), Connection(rec_r, writable=False))
-
 
 @attrs.define
 class ProcessExecutor:
@@ -124,7 +72,7 @@ class ProcessExecutor:
         "threads for many short attempts; components must be named plugins or pickle)."
     )
 
-    _workers: list[_Worker] = attrs.field(factory=list, init=False)
+    _workers: list[Worker] = attrs.field(factory=list, init=False)
     #: The most workers this run may have (start()'s concurrency; 0 before and after).
     _size: int = attrs.field(default=0, init=False)
     _queued: deque[AttemptJob] = attrs.field(factory=deque, init=False)
@@ -151,7 +99,7 @@ class ProcessExecutor:
             if worker is None:
                 if len(self._workers) >= self._size:
                     return
-                worker = _start_worker()
+                worker = start_worker()
                 self._workers.append(worker)
             job = self._queued.popleft()
             try:
@@ -167,12 +115,9 @@ class ProcessExecutor:
                 continue
             worker.job = job
 
-    def _replace(self, worker: _Worker) -> None:
-        worker.close()
-        with contextlib.suppress(OSError):
-            worker.proc.kill()
-        worker.proc.wait()
-        self._workers[self._workers.index(worker)] = _start_worker()
+    def _replace(self, worker: Worker) -> None:
+        worker.end()
+        self._workers[self._workers.index(worker)] = start_worker()
 
     def as_completed(self, timeout: float | None = None) -> Iterator[JobOutcome]:
         # start-up: listing components imports this module; this only when used
@@ -194,7 +139,7 @@ class ProcessExecutor:
                 self._done.append(self._receive(worker, job))
             self._dispatch()
 
-    def _receive(self, worker: _Worker, job: AttemptJob) -> JobOutcome:
+    def _receive(self, worker: Worker, job: AttemptJob) -> JobOutcome:
         try:
             data = worker.records.recv_bytes()
         except (EOFError, OSError):  # the record pipe closes when the worker dies
