@@ -270,6 +270,30 @@ def test_workers_die_with_a_killed_ksi(tmp_path: Path) -> None:
         ksi_cli("cleanup", str(run_dir))  # the killed run's cgroups
 
 
+def test_a_worker_started_before_a_refused_run_ends_with_ksi(tmp_path: Path) -> None:
+    """``ksi run --executor processes`` starts its first worker as it reads its options:
+    a run refused after that (tasks it cannot read) leaves no worker behind."""
+    hooks, started = tmp_path / "hooks", tmp_path / "started"
+    hooks.mkdir()
+    started.mkdir()
+    (hooks / "sitecustomize.py").write_text(_COUNT_WORKERS)
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text("{not json\n")
+    python_path = [str(hooks), *filter(None, [os.environ.get("PYTHONPATH")])]
+    # fmt: off
+    proc = ksi_cli(
+        "run", str(tasks), "--agent", "command", "--agent-option", "cmd=true",
+        "--executor", "processes", "--run-dir", str(tmp_path / "run"),
+        env={"PYTHONPATH": os.pathsep.join(python_path), "STARTED_WORKERS_DIR": str(started)},
+    )
+    # fmt: on
+    assert proc.returncode != 0, proc.stdout
+    workers = [int(path.name) for path in started.iterdir()]
+    assert len(workers) == 1, "the worker started as ksi read its options"
+    alive = _wait_for_the_end_of(workers)
+    assert not alive, f"a worker outlived ksi: {_stats(alive)}"
+
+
 def _wait_for_the_end_of(workers: list[int]) -> list[int]:
     """Those of ``workers`` still running after a generous wait (a loaded machine is slow to
     schedule a dying process; one that missed its parent's death runs its 1000 s agent)."""

@@ -2,11 +2,11 @@
 ``ksi run`` can start one before it has imported what the run needs.
 
 Why: a worker is a fresh interpreter that imports KSI and the plugins (about
-0.15-0.25 s of CPU). Started when the scheduler submits the first job, it
-keeps a short run's first attempt waiting for that long, with one core idle;
-started as ``ksi run`` parses its options (:func:`prestart`), it loads
-beside the driver's own set-up (0.1 s of imports, the tasks, the run
-directory). Importing this module costs nothing the CLI has not loaded.
+0.15 s of CPU on a 2-core VM). Started when the scheduler submits the first
+job, it keeps a short run's first attempt waiting that long, with one core
+idle; started as ``ksi run`` reads its options (:func:`prestart`), it loads
+beside the driver's own set-up (its imports, the tasks, the run directory).
+Importing this module costs nothing the CLI has not loaded.
 """
 
 from __future__ import annotations
