@@ -10,7 +10,7 @@ How: up to ``--concurrency`` workers, each a fresh interpreter (``python -c``,
 nothing inherited from the driver but its environment, working directory and
 ``sys.path``), started when a job finds no idle one and kept for the whole
 run: a run of fewer attempts than ``--concurrency`` starts only as many
-workers as it has attempts (each start costs about 0.15 s of CPU: KSI and the
+workers as it has attempts (each start costs about 0.12 s of CPU: KSI and the
 plugins imported), and a full window's jobs, submitted together, start theirs
 side by side. ``ksi run`` starts the first one as it reads its options
 (:mod:`ksi.executors.workers`). Each worker holds one job at a time; the

@@ -2,7 +2,7 @@
 ``ksi run`` can start one before it has imported what the run needs.
 
 Why: a worker is a fresh interpreter that imports KSI and the plugins (about
-0.15 s of CPU on a 2-core VM). Started when the scheduler submits the first
+0.12 s of CPU on a 2-core VM). Started when the scheduler submits the first
 job, it keeps a short run's first attempt waiting that long, with one core
 idle; started as ``ksi run`` reads its options (:func:`prestart`), it loads
 beside the driver's own set-up (its imports, the tasks, the run directory).
