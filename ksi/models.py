@@ -10,8 +10,8 @@ copied: read them, never change them. The one converter in
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -43,8 +43,45 @@ def _from_metadata(part: str) -> Any:
     return attrs.Factory(lambda task: typed_part(task.id, task.metadata, part), takes_self=True)
 
 
+#: A loader's recipe for three parts of a task: a function and its arguments, returning
+#: ``(starting_files, solution, origin)``; see :meth:`TaskSpec.deferred`.
+DeferredParts = tuple[Callable[..., tuple[StartingFiles, Solution | None, TaskOrigin]], Any]
+
+#: The parts :meth:`TaskSpec.deferred` builds on first read.
+_DEFERRED = frozenset({"starting_files", "solution", "origin"})
+
+
+class _DeferredPartSlot:
+    """Where a task built by :meth:`TaskSpec.deferred` keeps the recipe of its parts.
+
+    A slot of its own, outside the attrs fields, so that equality, ``repr``,
+    ``evolve``, ``asdict`` and pickling see only the parts (reading them
+    builds them) and a task built any other way has nothing here.
+    """
+
+    __slots__ = ("_deferred_parts",)
+
+    if not TYPE_CHECKING:  # to mypy a __getattr__ would make every misspelt name an Any
+
+        def __getattr__(self, name: str) -> Any:
+            # Python calls this only when a slot is unset: a deferred part not yet read.
+            recipe = getattr(self, "_deferred_parts", None) if name in _DEFERRED else None
+            if recipe is None:
+                raise AttributeError(
+                    f"{type(self).__name__!r} object has no attribute {name!r}", name=name, obj=self
+                )
+            build, args = recipe
+            starting_files, solution, origin = build(*args)
+            # Two threads reading at once both build; the values are equal and frozen.
+            _SET_STARTING_FILES(self, starting_files)
+            _SET_SOLUTION(self, solution)
+            _SET_ORIGIN(self, origin)
+            _SET_DEFERRED(self, None)
+            return getattr(self, name)
+
+
 @attrs.frozen
-class TaskSpec:
+class TaskSpec(_DeferredPartSlot):
     """One task: what the agent is asked to do, from which starting files, graded how.
 
     ``id``, ``repo``, ``prompt`` and ``metadata`` are the original KSI's
@@ -124,6 +161,36 @@ class TaskSpec:
         _SET_WORKSPACE_NOTE(inst, workspace_note)
         return inst
 
+    @classmethod
+    def deferred(
+        cls,
+        id: str,
+        prompt: str,
+        eval: EvalSpec,
+        runtime: Runtime,
+        workspace_note: bool,
+        parts: DeferredParts,
+    ) -> TaskSpec:
+        """As :meth:`checked`, but ``starting_files``, ``solution`` and ``origin`` are built
+        by ``parts`` (a function and its arguments) when one of them is first read.
+
+        A loader has already checked what they are built from; building three
+        objects per task it loads was a fifth of loading 10,000 tasks, for parts
+        that a run reads once per attempt (and ``ksi tasks`` or a filtered run
+        mostly never). The task reads, compares and pickles the same as one
+        built at once. Use only with a function that builds parts of the right types.
+        """
+        inst = object.__new__(cls)
+        _SET_ID(inst, id)
+        _SET_REPO(inst, "")
+        _SET_PROMPT(inst, prompt)
+        _SET_METADATA(inst, {})
+        _SET_EVAL(inst, eval)
+        _SET_RUNTIME(inst, runtime)
+        _SET_WORKSPACE_NOTE(inst, workspace_note)
+        _SET_DEFERRED(inst, parts)
+        return inst
+
     def _refuse_wrong_part_type(self) -> None:
         for name, cls in _PART_TYPES:
             value = getattr(self, name)
@@ -151,6 +218,7 @@ class TaskSpec:
     TaskSpec,
     "id repo prompt metadata eval starting_files runtime solution origin workspace_note",
 )
+(_SET_DEFERRED,) = slot_setters(_DeferredPartSlot, "_deferred_parts")
 
 
 def is_solved(score: float | None, threshold: float) -> bool:

@@ -745,3 +745,32 @@ def test_a_loaded_task_is_the_task_its_parts_build(tmp_path: Path) -> None:
     assert task == built and repr(task) == repr(built)
     assert pickle.loads(pickle.dumps(task)) == built
     assert attrs.evolve(task, prompt="Other.") == attrs.evolve(built, prompt="Other.")
+
+
+#: Ways a task is first read that do not go through its attributes by name.
+FIRST_READS: dict[str, Callable[[TaskSpec], Any]] = {
+    "pickle": lambda t: pickle.loads(pickle.dumps(t)),
+    "evolve": lambda t: attrs.evolve(t),
+    "asdict": lambda t: attrs.asdict(t, recurse=False),
+    "astuple": lambda t: attrs.astuple(t, recurse=False),
+    "repr": repr,
+}
+
+
+@pytest.mark.parametrize("route", list(FIRST_READS))
+def test_parts_built_on_first_read_are_there_by_every_route(tmp_path: Path, route: str) -> None:
+    """The starting files, solution and origin of a loaded task are built when first read:
+    whatever reads the task first (a worker process gets it pickled) sees them all."""
+    record = {
+        **MINIMAL,
+        "files": {"src/a.py": "x = 1\n"},
+        "solution": {"command": "true"},
+    }
+    path = write_jsonl(tmp_path / "tasks.jsonl", record)
+    (fresh,) = CustomTaskSource().load(path)
+    (task,) = CustomTaskSource().load(path)
+    assert (task.starting_files.files, task.origin.location) == ({"src/a.py": "x = 1\n"}, "line 1")
+    assert task.solution == Solution(None, "true")
+    assert FIRST_READS[route](fresh) == FIRST_READS[route](task) and fresh == task
+    with pytest.raises(AttributeError, match="'TaskSpec' object has no attribute 'sollution'"):
+        task.sollution  # noqa: B018 - a misspelt name is still an AttributeError

@@ -37,12 +37,24 @@ _RUNTIME = Runtime()
 
 def _task_maker(tasks_file: str) -> MakeRecord[TaskSpec]:
     """What :func:`~ksi.tasks.schema.parse_tasks_file` calls per clean record: the task,
-    built at once (every part given, so none is looked for in ``metadata``)."""
+    its starting files, solution and origin built when first read (every part given, so
+    none is looked for in ``metadata``)."""
     evals: dict[tuple[str, float], EvalSpec] = {}
     source = CustomTaskSource.name
     # The constructors bound once, not looked up and bound again for each of 10,000 tasks.
-    new_task, new_origin = TaskSpec.checked, TaskOrigin.checked
+    new_task, deferred, new_origin = TaskSpec.checked, TaskSpec.deferred, TaskOrigin.checked
     new_solution, inline = Solution.checked, StartingFiles.checked_inline
+
+    def parts(
+        files: dict[str, str] | None, solution: dict[str, Any] | None, location: str
+    ) -> tuple[StartingFiles, Solution | None, TaskOrigin]:
+        return (
+            inline(files) if files else _NO_FILES,
+            None
+            if solution is None
+            else new_solution(solution.get("files"), solution.get("command")),
+            new_origin(source, tasks_file, location),
+        )
 
     def make(
         task_id: str,
@@ -54,28 +66,17 @@ def _task_maker(tasks_file: str) -> MakeRecord[TaskSpec]:
         eval_timeout_sec: float,
         solution: dict[str, Any] | None,
     ) -> TaskSpec:
-        if workspace_dir is not None:
-            starting = StartingFiles(directory=str(workspace_dir))
-        elif files:
-            starting = inline(files)
-        else:
-            starting = _NO_FILES
         key = (eval_command, eval_timeout_sec)
         spec = evals.get(key)
         if spec is None:  # most files grade every task the same way: share one value
             spec = evals[key] = EvalSpec(eval_command, eval_timeout_sec)
-        return new_task(
-            task_id,
-            prompt,
-            spec,
-            starting,
-            _RUNTIME,
-            None
-            if solution is None
-            else new_solution(solution.get("files"), solution.get("command")),
-            new_origin(source, tasks_file, location),
-            True,
-        )
+        if workspace_dir is None:
+            return deferred(
+                task_id, prompt, spec, _RUNTIME, True, (parts, (files, solution, location))
+            )
+        _, solved, origin = parts(None, solution, location)
+        starting = StartingFiles(directory=str(workspace_dir))
+        return new_task(task_id, prompt, spec, starting, _RUNTIME, solved, origin, True)
 
     return make
 
