@@ -64,20 +64,21 @@ class _DeferredPartSlot:
     if not TYPE_CHECKING:  # to mypy a __getattr__ would make every misspelt name an Any
 
         def __getattr__(self, name: str) -> Any:
-            # Python calls this only when a slot is unset: a deferred part not yet read.
-            recipe = getattr(self, "_deferred_parts", None) if name in _DEFERRED else None
-            if recipe is None:
+            # Python calls this only for a name that is no class attribute or set slot.
+            if name not in _DEFERRED:
                 raise AttributeError(
                     f"{type(self).__name__!r} object has no attribute {name!r}", name=name, obj=self
                 )
-            build, args = recipe
-            starting_files, solution, origin = build(*args)
-            # Two threads reading at once both build; the values are equal and frozen.
-            _SET_STARTING_FILES(self, starting_files)
-            _SET_SOLUTION(self, solution)
-            _SET_ORIGIN(self, origin)
-            _SET_DEFERRED(self, None)
-            return getattr(self, name)
+            recipe = getattr(self, "_deferred_parts", None)
+            if recipe is not None:  # None: another thread built them since the slot was read
+                build, args = recipe
+                starting_files, solution, origin = build(*args)
+                # Two threads reading at once both build; the values are equal and frozen.
+                _SET_STARTING_FILES(self, starting_files)
+                _SET_SOLUTION(self, solution)
+                _SET_ORIGIN(self, origin)
+                _SET_DEFERRED(self, None)
+            return object.__getattribute__(self, name)
 
 
 @attrs.frozen
