@@ -3,9 +3,10 @@
 The baseline, measured in the same run on the same file, is the least any
 loader must do: read the file and ``json.loads`` each line into a dict.
 Targets: "well under a second" (issue 9), at most 2x the baseline (issue 30;
-about 2.05x in CPU time on the 2-core VM: reading the JSON is the baseline,
-checking each record (a third of the load) and building its typed task
-(a fifth) take the rest).
+about 1.86x in CPU time on the 2-core VM: reading the JSON is the baseline,
+checking each record (a third of the load) and building its typed task take
+the rest; a task's starting files, solution and origin are built when first
+read, docs/running.md "Loading the tasks").
 
 Two KSI figures:
 
