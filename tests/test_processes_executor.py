@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -21,8 +22,9 @@ import pytest
 import ksi
 from ksi.hookspecs import Register, hookimpl
 from ksi.records import WORKER_LOST
+from ksi.runs.driver import RunInterrupted
+from tests.run_helpers import journal_lines, pids_with_marker, wait_for_agents, write_tasks
 from tests.run_helpers import ksi as ksi_cli
-from tests.run_helpers import pids_with_marker, wait_for_agents, write_tasks
 
 
 def _tasks(tmp_path: Path, n: int) -> Path:
@@ -361,3 +363,137 @@ def test_a_worker_still_starting_when_ksi_is_killed_does_not_run_its_job(tmp_pat
             os.kill(pid, signal.SIGKILL)
         ksi_proc.kill()
         ksi_cli("cleanup", str(run_dir))  # the killed run's cgroups, if an attempt started
+
+
+# -- a stop: the next job never starts in a worker -------------------------------------
+#
+# At --concurrency 1 the attempt that stops the run is the only one running, so exactly
+# the attempts before it exist. An executor that ships a job to a worker before it is
+# submitted (tried for issue 30: docs/running.md, "Threads or worker processes") must
+# not start it there: a worker starting it on its own fails these.
+
+
+class _SetupAgent:
+    """An agent whose attempt of task ``t0`` reports an auth error (fail-fast stops the run)
+    unless ``fixed``, and reports $1 of spend each time (``--max-cost`` stops the run)."""
+
+    name: ClassVar[str] = "setup-failing"
+    aliases: ClassVar[tuple[str, ...]] = ()
+    description: ClassVar[str] = "test agent"
+    required_env: ClassVar[tuple[str, ...]] = ()
+    optional_env: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, fixed: bool = False) -> None:
+        self.fixed = fixed
+
+    def check_tasks(self, tasks: Any) -> list[str]:
+        return []
+
+    def setup(self, ctx: Any) -> None:
+        pass
+
+    def invocation(self, ctx: Any) -> Any:
+        from ksi.interfaces import Invocation
+
+        return Invocation(argv=("sh", "-c", "echo hi > repo/f.txt"))
+
+    def outcome(self, ctx: Any, result: Any) -> Any:
+        from ksi.interfaces import AgentOutcome, Usage
+
+        if ctx.task.id == "t0" and not self.fixed:
+            return AgentOutcome(status="auth_error", error="401 invalid x-api-key")
+        return AgentOutcome(usage=Usage(cost_usd=1.0))
+
+
+def _attempted(run_dir: Path) -> list[str]:
+    """The tasks with an attempt directory: every attempt that started has one."""
+    return sorted(path.name for path in (run_dir / "attempts").iterdir())
+
+
+def _journalled(run_dir: Path) -> list[tuple[str, str]]:
+    return [(line["task_id"], line["status"]) for line in journal_lines(run_dir)]
+
+
+def test_a_fail_fast_stop_starts_no_further_job_in_a_worker(tmp_path: Path) -> None:
+    tasks, run_dir = _tasks(tmp_path, 4), tmp_path / "run"
+    summary = ksi.run(
+        tasks, agent=_SetupAgent(), run_dir=run_dir, concurrency=1, executor="processes"
+    )
+    assert summary.stopped_reason.startswith("auth_error")
+    assert _attempted(run_dir) == ["t0"], "t1 never started"
+    assert _journalled(run_dir) == [("t0", "agent_error")]
+    # The resume runs what the stop left out, each once, as for a job never dispatched.
+    again = ksi.run(
+        tasks, agent=_SetupAgent(fixed=True), run_dir=run_dir, concurrency=1, executor="processes"
+    )
+    assert again.run_complete and again.solved_tasks == 4
+    assert sorted(_journalled(run_dir)[1:]) == [(f"t{i}", "scored") for i in range(4)]
+
+
+def test_a_max_cost_stop_starts_no_further_job_in_a_worker(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    summary = ksi.run(
+        _tasks(tmp_path, 5),
+        agent=_SetupAgent(fixed=True),
+        run_dir=run_dir,
+        concurrency=1,
+        max_cost_usd=2.5,
+        executor="processes",
+    )
+    assert "max_cost" in summary.stopped_reason
+    assert _attempted(run_dir) == ["t0", "t1", "t2"], "t3 never started"
+    assert _journalled(run_dir) == [("t0", "scored"), ("t1", "scored"), ("t2", "scored")]
+
+
+def test_a_killed_worker_loses_no_job_but_its_own(tmp_path: Path) -> None:
+    """The worker running t0 is killed: t1 and the rest run in the next worker, each once."""
+    cmd = 'if [ "$KSI_TASK_ID" = t0 ]; then kill -9 $PPID; fi; echo hi > repo/f.txt'
+    run_dir = tmp_path / "run"
+    summary = ksi.run(
+        _tasks(tmp_path, 4),
+        agent="command",
+        agent_options={"cmd": cmd},
+        run_dir=run_dir,
+        concurrency=1,
+        executor="processes",
+    )
+    by_task = {r.task_id: r for r in summary.records}
+    assert by_task.pop("t0").error_kind == WORKER_LOST
+    assert [r.score for r in by_task.values()] == [1.0] * 3
+    assert _journalled(run_dir) == [("t0", "error")] + [(f"t{i}", "scored") for i in (1, 2, 3)]
+
+
+@pytest.mark.serial  # timing: as the Ctrl-C test of tests/test_job_portability.py
+def test_ctrl_c_starts_no_further_job_in_a_worker(tmp_path: Path) -> None:
+    marker = f"ksi-next-{uuid.uuid4().hex}"
+    release = tmp_path / "release"  # once it exists, the agent does not wait (the resume)
+    cmd = f"[ -e {release} ] || sleep 1000; echo hi > repo/f.txt # {marker}"
+    tasks, run_dir = _tasks(tmp_path, 3), tmp_path / "run"
+
+    def run() -> Any:
+        return ksi.run(
+            tasks,
+            agent="command",
+            agent_options={"cmd": cmd},
+            run_dir=run_dir,
+            concurrency=1,
+            executor="processes",
+        )
+
+    def interrupt() -> None:
+        wait_for_agents(marker, 1, timeout=60)
+        signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)
+
+    threading.Thread(target=interrupt, daemon=True).start()
+    try:
+        with pytest.raises(RunInterrupted):
+            run()
+        assert pids_with_marker(marker) == []
+        assert _attempted(run_dir) == ["t0"], "t1 never started"
+        assert journal_lines(run_dir) == []
+        release.touch()
+        assert run().run_complete
+        assert sorted(_journalled(run_dir)) == [(f"t{i}", "scored") for i in range(3)]
+    finally:
+        for pid in pids_with_marker(marker):
+            os.kill(pid, signal.SIGKILL)
