@@ -7,12 +7,15 @@ whose versions differ from the driver's is refused with the reason, so no
 attempt fails there halfway. Ray starts the worker processes of a session
 afresh on every node (they belong to its driver): the probe's worker then runs
 the node's first attempt, and one warm-up task per further slot, sent with the
-probe, starts the other slots' workers while the probe runs rather than after.
+probe, starts the other slots' workers while the probe runs rather than after;
+the first attempts are sent once the warm-ups are done too, so that each finds
+an idle worker and Ray starts no process beyond one per slot.
 """
 
 from __future__ import annotations
 
 import platform
+import time
 import warnings
 from typing import TYPE_CHECKING, Any
 
@@ -104,10 +107,11 @@ def probe(
     ]
     nodes: dict[str, Node] = {}
     refused = []
+    deadline = time.monotonic() + PROBE_TIMEOUT_SEC
     for node_id, ref in probes.items():
         node, slots = found[node_id]
         try:
-            report = ray.get(ref, timeout=PROBE_TIMEOUT_SEC)
+            report = ray.get(ref, timeout=max(0.0, deadline - time.monotonic()))
         except Exception as exc:
             # A node without ksi-ray (or KSI) cannot even load the probe: say the last line.
             last = (str(exc).strip().splitlines() or [type(exc).__name__])[-1][:300]
@@ -118,6 +122,11 @@ def probe(
             refused.append(f"  {report.node.describe()}: " + "; ".join(problems))
             continue
         nodes[node_id] = Node(report.node, slots)
+    # Attempts wait for the warm-ups too: one sent while a warm-up still runs (its
+    # imports) finds no idle worker, and Ray starts one more process for it (a third
+    # for a node of two slots: ~0.3 s of the node's CPU spent on a worker left idle).
+    if warm:
+        ray.wait(warm, num_returns=len(warm), timeout=max(0.0, deadline - time.monotonic()))
     if refused and nodes:
         warnings.warn(
             "--executor ray: refusing these nodes (they run none of this run's attempts):\n"
