@@ -149,17 +149,10 @@ class TaskSpec(_DeferredPartSlot):
         loading 10,000 tasks spent a tenth of its time in attrs' frozen
         ``__init__``. Use only with parts built as their classes.
         """
-        inst = object.__new__(cls)
-        _SET_ID(inst, id)
-        _SET_REPO(inst, "")
-        _SET_PROMPT(inst, prompt)
-        _SET_METADATA(inst, {})
-        _SET_EVAL(inst, eval)
+        inst = cls._loaded(id, prompt, eval, runtime, workspace_note)
         _SET_STARTING_FILES(inst, starting_files)
-        _SET_RUNTIME(inst, runtime)
         _SET_SOLUTION(inst, solution)
         _SET_ORIGIN(inst, origin)
-        _SET_WORKSPACE_NOTE(inst, workspace_note)
         return inst
 
     @classmethod
@@ -181,6 +174,16 @@ class TaskSpec(_DeferredPartSlot):
         mostly never). The task reads, compares and pickles the same as one
         built at once. Use only with a function that builds parts of the right types.
         """
+        inst = cls._loaded(id, prompt, eval, runtime, workspace_note)
+        _SET_DEFERRED(inst, parts)
+        return inst
+
+    @classmethod
+    def _loaded(
+        cls, id: str, prompt: str, eval: EvalSpec, runtime: Runtime, workspace_note: bool
+    ) -> TaskSpec:
+        """A task with the slots every loaded task sets (no ``repo``, empty ``metadata``);
+        :meth:`checked` and :meth:`deferred` set the parts."""
         inst = object.__new__(cls)
         _SET_ID(inst, id)
         _SET_REPO(inst, "")
@@ -189,7 +192,6 @@ class TaskSpec(_DeferredPartSlot):
         _SET_EVAL(inst, eval)
         _SET_RUNTIME(inst, runtime)
         _SET_WORKSPACE_NOTE(inst, workspace_note)
-        _SET_DEFERRED(inst, parts)
         return inst
 
     def _refuse_wrong_part_type(self) -> None:
