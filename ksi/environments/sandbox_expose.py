@@ -204,20 +204,26 @@ def _outermost(paths: Sequence[Path]) -> list[Path]:
 #: tools' MCP server), the MCP SDK, the ACP client's SDK.
 KSI_MODULES = ("ksi", "mcp", "acp")
 
-# Run by the interpreter asked about: where it imports from when started afresh.
-_ROOTS_CODE = """
-import importlib.util, json, os, sys
-roots = [p for p in sys.path if p]
-if sys.prefix != sys.base_prefix:
-    roots.append(os.path.join(sys.prefix, "pyvenv.cfg"))
-found = []
-for name in sys.argv[1:]:
-    spec = importlib.util.find_spec(name)
-    if spec is not None:
-        found.append(name)
-        roots += list(spec.submodule_search_locations or [spec.origin or ""])
-print(json.dumps({"roots": roots, "found": found}))
-"""
+
+def import_places(modules: Sequence[str]) -> tuple[list[str], list[str]]:
+    """Where the running interpreter imports from (its ``sys.path``, its venv's
+    ``pyvenv.cfg``, each of ``modules`` it finds) and which of ``modules`` it finds.
+
+    Run in this process and, as source, in the interpreter :func:`import_roots`
+    asks: one rule for both, so the shortcut in :func:`python_mounts` and the
+    answer it stands for cannot drift apart. It uses only the modules its source
+    is sent with (``importlib.util``, ``os``, ``sys``).
+    """
+    places = [p for p in sys.path if p]
+    if sys.prefix != sys.base_prefix:
+        places.append(os.path.join(sys.prefix, "pyvenv.cfg"))
+    found = []
+    for name in modules:
+        spec = importlib.util.find_spec(name)
+        if spec is not None:
+            found.append(name)
+            places += list(spec.submodule_search_locations or [spec.origin or ""])
+    return places, found
 
 
 @attrs.frozen
@@ -239,9 +245,19 @@ def import_roots(interpreter: str) -> ImportRoots:
     asking for it. An interpreter that cannot say gives nothing (the
     sandbox's probe then reports what fails to import).
     """
+    # start-up: inspect only when an interpreter must be asked (rare)
+    import inspect
+
+    code = (
+        "from __future__ import annotations\nimport importlib.util, json, os, sys\n"
+        "from collections.abc import Sequence\n"
+        f"{inspect.getsource(import_places)}\n"
+        "places, found = import_places(sys.argv[1:])\n"
+        'print(json.dumps({"roots": places, "found": found}))\n'
+    )
     try:
         res = subprocess.run(
-            [interpreter, "-I", "-c", _ROOTS_CODE, *KSI_MODULES],
+            [interpreter, "-I", "-c", code, *KSI_MODULES],
             capture_output=True,
             text=True,
             timeout=60,
@@ -286,13 +302,7 @@ def _all_in_sight(interpreter: str, hidden: Sequence[Path], shown: ProgramMounts
     """
     if sys.flags.no_site or Path(os.path.abspath(interpreter)).parent.parent != Path(sys.prefix):
         return False
-    places = [p for p in sys.path if p]
-    if sys.prefix != sys.base_prefix:
-        places.append(os.path.join(sys.prefix, "pyvenv.cfg"))
-    for name in KSI_MODULES:
-        spec = importlib.util.find_spec(name)
-        if spec is not None:
-            places += list(spec.submodule_search_locations or [spec.origin or ""])
+    places, _ = import_places(KSI_MODULES)
     kept = [Path(p) for p in shown.binds]
     return not any(
         _under(path, hidden) and not _under(path, kept)
